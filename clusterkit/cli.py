@@ -1,0 +1,92 @@
+"""``python -m clusterkit``: maintainer commands (validate profiles, check a job script, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from clusterkit.errors import CheckError
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    from clusterkit.profiles import load_profile, profile_paths
+
+    paths = [Path(p) for p in args.files] or profile_paths()
+    bad = 0
+    for path in paths:
+        try:
+            site = load_profile(path)
+        except CheckError as exc:
+            print(exc, file=sys.stderr)
+            bad += 1
+            continue
+        print(
+            f"{path}: ok ({site.title}, {site.status}, {len(site.partitions)} partitions, "
+            f"{len(site.modules)} modules)"
+        )
+    return 1 if bad else 0
+
+
+def cmd_check_job(args: argparse.Namespace) -> int:
+    from clusterkit.emulate.jobcheck import check_slurm_script
+    from clusterkit.profiles import load_site
+
+    site = load_site(args.site)
+    if site.scheduler == "lsf":
+        from clusterkit.emulate import lsf
+
+        report = lsf.check_lsf_script(Path(args.script), site)
+    else:
+        report = check_slurm_script(Path(args.script), site)
+    for f in report.findings:
+        print(f, file=sys.stderr)
+    if args.plan:
+        print(json.dumps(report.plan, indent=2))
+    return 1 if report.errors else 0
+
+
+def cmd_shims(args: argparse.Namespace) -> int:
+    from clusterkit.emulate import shimdir
+
+    print(shimdir.ensure(Path(args.dir) if args.dir else None))
+    return 0
+
+
+def cmd_modulefiles(args: argparse.Namespace) -> int:
+    from clusterkit.lmod import write_modulefiles
+    from clusterkit.profiles import load_site
+
+    print(write_modulefiles(load_site(args.site), Path(args.out)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="clusterkit", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("profiles", help="validate site profiles (default: all of sites/)")
+    s.add_argument("files", nargs="*")
+    s.set_defaults(func=cmd_profiles)
+    s = sub.add_parser("check-job", help="judge a job script against a site (dry run)")
+    s.add_argument("--site", required=True)
+    s.add_argument("--plan", action="store_true", help="print the plan as JSON")
+    s.add_argument("script")
+    s.set_defaults(func=cmd_check_job)
+    s = sub.add_parser("shims", help="write the shim executables; print their directory")
+    s.add_argument("--dir")
+    s.set_defaults(func=cmd_shims)
+    s = sub.add_parser("modulefiles", help="write Lmod modulefiles for a site")
+    s.add_argument("--site", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_modulefiles)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        sys.exit(args.func(args))
+    except CheckError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)

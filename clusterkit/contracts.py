@@ -1,0 +1,193 @@
+"""Command-line contracts of Python scripts: which flags a script accepts, and their values.
+
+A contract is the list of a script's argparse options (names, whether they take a value, choices,
+type) as JSON. For the project's own examples it is read from the script itself by running it with
+``ArgumentParser.parse_args`` intercepted (so nothing trains); for third-party scripts the same
+introspection runs once on an upstream checkout and the result is kept as data under
+``contracts/``. ``check_invocation`` then judges a command line without running the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterkit.errors import Finding
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTRACTS_DIR = ROOT / "contracts"
+CACHE_DIR = ROOT / ".cache" / "contracts"
+
+# Runs inside the script's interpreter: intercept parse_args/parse_known_args, dump, exit 0.
+_PROBE = r"""
+import argparse, json, runpy, sys
+path, out = sys.argv[1], sys.argv[2]
+def dump(self, *a, **k):
+    opts = []
+    for act in self._actions:
+        if isinstance(act, argparse._HelpAction):
+            continue
+        opts.append({
+            "flags": list(act.option_strings), "dest": act.dest,
+            "takes_value": act.nargs != 0,
+            "nargs": act.nargs if isinstance(act.nargs, (int, str)) or act.nargs is None else None,
+            "choices": [str(c) for c in act.choices] if act.choices is not None else None,
+            "type": getattr(act.type, "__name__", None) if act.type else None,
+            "required": bool(act.required),
+        })
+    with open(out, "w") as f:
+        json.dump({"prog": self.prog, "options": opts}, f, indent=1)
+    raise SystemExit(0)
+argparse.ArgumentParser.parse_args = dump
+argparse.ArgumentParser.parse_known_args = dump
+sys.argv = [path]
+runpy.run_path(path, run_name="__main__")
+raise SystemExit("no ArgumentParser.parse_args call reached")
+"""
+
+
+class ContractError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    options: list[dict]
+    source: str = ""
+
+    def parser(self) -> argparse.ArgumentParser:
+        p = _StrictParser(prog=self.name, add_help=True, allow_abbrev=True)
+        for opt in self.options:
+            if not opt["flags"]:
+                # positionals: accept anything
+                nargs = opt.get("nargs")
+                p.add_argument(opt["dest"], nargs="*" if nargs in ("*", "+", "...") else "?")
+                continue
+            kwargs: dict = {"dest": opt["dest"]}
+            if not opt["takes_value"]:
+                kwargs["action"] = "append_const"
+                kwargs["const"] = True
+            else:
+                nargs = opt.get("nargs")
+                if nargs not in (None, 1):
+                    kwargs["nargs"] = nargs if nargs != "..." else "*"
+                if opt.get("choices"):
+                    kwargs["choices"] = _Choices(opt["choices"])
+                kwargs["type"] = _shell_tolerant(_TYPES.get(opt.get("type") or "", str))
+            flags = [f for f in opt["flags"] if f not in ("-h", "--help")]
+            if flags:
+                p.add_argument(*flags, **kwargs)
+        return p
+
+
+def _bool_text(value: str) -> str:
+    if value.lower() not in {"true", "false", "1", "0", "yes", "no"}:
+        raise ValueError(value)
+    return value
+
+
+class _Choices(list):
+    """Choices that let a shell expansion ($VAR) through: its value is known only at run time."""
+
+    def __contains__(self, item: object) -> bool:
+        return (isinstance(item, str) and "$" in item) or super().__contains__(str(item))
+
+
+def _shell_tolerant(convert):
+    def wrapped(text: str):
+        return text if "$" in text or "`" in text else convert(text)
+
+    wrapped.__name__ = getattr(convert, "__name__", "value")
+    return wrapped
+
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": _bool_text, "str2bool": _bool_text}
+
+
+class _StrictParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        raise ContractError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:
+        raise ContractError(message or "exit")
+
+
+def introspect(script: Path, python: str | None = None) -> dict:
+    """Read a script's argparse options by running it with parse_args intercepted."""
+    script = Path(script).resolve()
+    key = hashlib.sha256(script.read_bytes()).hexdigest()[:16]
+    cached = CACHE_DIR / f"{script.stem}-{key}.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    r = subprocess.run(
+        [python or sys.executable, "-c", _PROBE, str(script), str(tmp)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if r.returncode != 0 or not tmp.is_file():
+        raise ContractError(
+            f"{script}: could not read its command-line options: "
+            f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+        )
+    os.replace(tmp, cached)
+    return json.loads(cached.read_text())
+
+
+def own_contract(script: Path) -> Contract:
+    data = introspect(script)
+    return Contract(Path(script).name, data["options"], str(script))
+
+
+def load_contract(name: str) -> Contract:
+    path = CONTRACTS_DIR / f"{name}.json"
+    data = json.loads(path.read_text())
+    return Contract(name, data["options"], data.get("source", ""))
+
+
+def check_invocation(
+    path: Path | str, line: int, contract: Contract, args: list[str]
+) -> list[Finding]:
+    """Findings for ``args`` (the words after the script name) against ``contract``."""
+    try:
+        contract.parser().parse_args(list(args))
+    except ContractError as exc:
+        msg = str(exc)
+        if "unrecognized arguments" in msg:
+            rule = "script-flag-unknown"
+        elif "invalid choice" in msg or "invalid" in msg:
+            rule = "script-flag-value"
+        elif "expected" in msg:
+            rule = "script-flag-arity"
+        else:
+            rule = "script-flags"
+        return [Finding(path, line, rule, f"{contract.name}: error: {msg}")]
+    return []
+
+
+def third_party_contracts() -> list[tuple[dict, Contract]]:
+    out = []
+    for path in sorted(CONTRACTS_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        out.append((data, Contract(path.stem, data["options"], data.get("source", ""))))
+    return out
+
+
+def find_third_party(script: str) -> Contract | None:
+    """The kept contract whose ``invoked_as`` list names ``script`` (a path as pages write it)."""
+    for data, contract in third_party_contracts():
+        for pattern in data.get("invoked_as", []):
+            if script == pattern or script.endswith("/" + pattern):
+                return contract
+    return None

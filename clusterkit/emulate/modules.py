@@ -1,0 +1,111 @@
+"""``module``/``ml`` commands judged against a site's module inventory (the profile).
+
+The real Lmod also runs in the tests, on modulefiles generated from the same profiles
+(:mod:`clusterkit.lmod`); this module gives the same verdicts without a shell, for dry runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from clusterkit.errors import Finding
+from clusterkit.profiles import Site
+
+# Lmod sub-commands that take module names
+_LOADERS = {"load", "add", "try-load", "try-add", "switch", "swap"}
+_HARMLESS = {
+    "purge",
+    "list",
+    "avail",
+    "spider",
+    "show",
+    "help",
+    "whatis",
+    "unload",
+    "rm",
+    "del",
+    "reset",
+    "restore",
+    "save",
+    "savelist",
+    "describe",
+    "keyword",
+    "is-loaded",
+    "is-avail",
+    "use",
+    "unuse",
+    "refresh",
+    "update",
+    "overview",
+    "--version",
+}
+
+
+def module_names(words: list[str]) -> tuple[str, list[str]]:
+    """(sub-command, module names) for ``module ...`` or ``ml ...`` words (without the command)."""
+    args = [w for w in words if not w.startswith("-")]
+    if not args:
+        return "list", []
+    sub, rest = args[0], args[1:]
+    if sub in _LOADERS or sub in _HARMLESS:
+        if sub in {"switch", "swap"} and len(rest) == 2:
+            rest = rest[1:]
+        return sub, rest
+    return "load", args  # `ml name ...` loads
+
+
+def check_module_command(
+    path: Path | str, line: int, tool: str, words: list[str], site: Site
+) -> list[Finding]:
+    sub, names = module_names(words)
+    if tool == "module" and sub not in _LOADERS and sub not in _HARMLESS:
+        return [Finding(path, line, "module-subcommand", f"module: unknown sub-command {sub!r}")]
+    if sub not in _LOADERS and tool == "module":
+        return []
+    if tool == "ml" and sub != "load" and sub not in _LOADERS:
+        return []
+    return [f for name in names for f in check_module(path, line, name, site)]
+
+
+def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Finding]:
+    if spec.startswith("-") or "$" in spec:
+        return []
+    mod, others = site.find_module(spec)
+    if mod is None:
+        known = [m.full_name for m in site.modules]
+        near = difflib.get_close_matches(spec, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        versions = [m.full_name for m in others]
+        if versions:
+            hint = f"; {site.title} has {', '.join(versions)}"
+        return [
+            Finding(
+                path,
+                line,
+                "module-known",
+                f'module: The following module(s) are unknown: "{spec}" '
+                f"({site.title}'s profile does not list it{hint})",
+            )
+        ]
+    if mod.status == "removed":
+        return [
+            Finding(
+                path,
+                line,
+                "module-removed",
+                f"module {mod.full_name} has been removed from {site.title}; use {mod.replacement}",
+            )
+        ]
+    if mod.status == "historical":
+        where = f"; now: {mod.replacement}" if mod.replacement else ""
+        return [
+            Finding(
+                path,
+                line,
+                "module-historical",
+                f"module {mod.full_name} is historical on {site.title}{where}",
+                level="warning",
+            )
+        ]
+    return []

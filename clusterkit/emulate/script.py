@@ -1,0 +1,188 @@
+"""Read a job script: its scheduler directives, and the commands of its body with their lines.
+
+Directives are read as the schedulers read them: ``#SBATCH``/``#BSUB`` lines are taken only
+until the first line that is neither blank nor a comment, and each line is split into words
+like a shell would (quotes group). The body is parsed with bashlex, so a command continued over
+several lines, or nested in ``if``/``for``, is still one command with the line it starts on.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bashlex
+import bashlex.ast
+import bashlex.errors
+
+
+@dataclass(frozen=True)
+class Directive:
+    line: int
+    words: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One simple command of the body: its words (unexpanded) and where it starts."""
+
+    line: int
+    words: tuple[str, ...]
+    assignments: tuple[str, ...] = ()  # VAR=value words before the command name
+
+    @property
+    def name(self) -> str:
+        return self.words[0] if self.words else ""
+
+
+@dataclass
+class JobScript:
+    path: Path
+    text: str
+    shebang: str | None
+    directives: list[Directive] = field(default_factory=list)
+    body_line: int = 1  # first line of the body (after the directive block)
+    commands: list[Command] = field(default_factory=list)
+    parse_error: str | None = None
+
+
+def read_directives(text: str, prefix: str) -> tuple[list[Directive], int]:
+    """The ``prefix`` lines of the leading comment block, and the first body line."""
+    directives: list[Directive] = []
+    lines = text.splitlines()
+    n = 0
+    for n, raw in enumerate(lines, start=1):
+        stripped = raw.strip()
+        if n == 1 and stripped.startswith("#!"):
+            continue
+        if not stripped or stripped.startswith("#"):
+            if stripped.startswith(prefix) and (
+                len(stripped) == len(prefix) or stripped[len(prefix)] in " \t"
+            ):
+                rest = stripped[len(prefix) :]
+                # A '#' after the options starts a comment, as in Slurm's directive reader.
+                rest = re.split(r"\s#", rest, maxsplit=1)[0]
+                try:
+                    words = tuple(shlex.split(rest))
+                except ValueError as exc:
+                    words = ("__unparsable__", str(exc))
+                directives.append(Directive(n, words))
+            continue
+        return directives, n
+    return directives, n + 1
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    for m in re.finditer("\n", text):
+        starts.append(m.end())
+    return starts
+
+
+def _pos_to_line(starts: list[int], pos: int) -> int:
+    lo, hi = 0, len(starts)
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        if starts[mid] <= pos:
+            lo = mid
+        else:
+            hi = mid
+    return lo + 1
+
+
+class _Collector(bashlex.ast.nodevisitor):
+    def __init__(self, starts: list[int]):
+        self.starts = starts
+        self.commands: list[Command] = []
+
+    def visitcommand(self, node, parts):
+        words, assigns = [], []
+        for part in parts:
+            if part.kind == "word":
+                words.append(part.word)
+            elif part.kind == "assignment":
+                (assigns if not words else words).append(part.word)
+        if words or assigns:
+            line = _pos_to_line(self.starts, node.pos[0])
+            self.commands.append(Command(line, tuple(words), tuple(assigns)))
+        return True
+
+
+def body_commands(text: str) -> list[Command]:
+    """Every simple command in ``text`` in source order (raises bashlex errors)."""
+    starts = _line_starts(text)
+    collector = _Collector(starts)
+    for tree in bashlex.parse(text):
+        collector.visit(tree)
+    return sorted(collector.commands, key=lambda c: c.line)
+
+
+def _fallback_commands(text: str) -> list[Command]:
+    """Line-based reading for the rare constructs bashlex cannot parse."""
+    out = []
+    joined, start = "", 0
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not joined:
+            start = n
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            joined += line[:-1] + " "
+            continue
+        joined += line
+        stripped = joined.strip()
+        joined = ""
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            words = shlex.split(stripped, comments=True)
+        except ValueError:
+            continue
+        assigns = []
+        while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
+            assigns.append(words.pop(0))
+        if words or assigns:
+            out.append(Command(start, tuple(words), tuple(assigns)))
+    return out
+
+
+def read_script(path: Path | str, text: str | None = None, prefix: str = "#SBATCH") -> JobScript:
+    path = Path(path)
+    if text is None:
+        text = path.read_text(encoding="utf-8")
+    first = text.splitlines()[0] if text else ""
+    shebang = first[2:].strip() if first.startswith("#!") else None
+    directives, body_line = read_directives(text, prefix)
+    script = JobScript(path, text, shebang, directives, body_line)
+    try:
+        script.commands = body_commands(text)
+    except (bashlex.errors.ParsingError, NotImplementedError, AssertionError, IndexError) as exc:
+        script.parse_error = str(exc)
+        script.commands = _fallback_commands(text)
+    return script
+
+
+_VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)(?P<op>[^}]*)\}|(?P<plain>[A-Za-z_]\w*))")
+
+
+def expand(word: str, env: dict[str, str]) -> str:
+    """Expand ``$VAR``/``${VAR}``/``${VAR:-default}`` from ``env``; leave unknown ones as they are.
+
+    Enough for reading option values in a dry run (``--cpus-per-task=${SLURM_CPUS_PER_TASK}``);
+    the run mode lets bash itself expand everything.
+    """
+
+    def sub(m: re.Match) -> str:
+        name = m["braced"] or m["plain"]
+        op = m["op"] or ""
+        if name in env:
+            return env[name]
+        if op.startswith((":-", "-")):
+            return op.split("-", 1)[1]
+        return m.group(0)
+
+    word = _VAR.sub(sub, word)
+    if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
+        word = word[1:-1]
+    return word

@@ -1,0 +1,576 @@
+"""Judge Slurm job requests against a site profile, as the site's slurmctld would.
+
+``job_request`` turns a script's ``#SBATCH`` lines plus the command line into a request (each
+value remembers where it came from); ``check_job`` applies the site's rules; ``check_step``
+judges one ``srun`` inside the allocation. Messages start with the words Slurm itself prints for
+the same refusal, then name the rule and the limit from the profile.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterkit.emulate import slurm_options
+from clusterkit.emulate.script import JobScript, expand
+from clusterkit.errors import Finding
+from clusterkit.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
+
+# Slurm's own refusal texts (slurm_strerror), used so messages read like the real tool's.
+E_PARTITION = "Batch job submission failed: Invalid partition name specified"
+E_TIME = (
+    "Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)"
+)
+E_CONFIG = "Batch job submission failed: Requested node configuration is not available"
+E_NODES = "Batch job submission failed: Node count specification invalid"
+E_ACCOUNT = (
+    "Batch job submission failed: Invalid account or account/partition combination specified"
+)
+E_QOS = "Batch job submission failed: Invalid qos specification"
+E_QOS_LIMIT = (
+    "Batch job submission failed: Job violates accounting/QOS policy "
+    "(job submit limit, user's size and/or time limits)"
+)
+E_STEP = "Unable to create step for job: More processors requested than permitted"
+
+
+class SlurmValueError(ValueError):
+    """An option value Slurm would refuse to parse."""
+
+
+# --------------------------------------------------------------------------- value grammars
+def slurm_time(text: str) -> int | None:
+    """Seconds in a Slurm time limit; None for UNLIMITED/INFINITE.
+
+    Accepted forms (sbatch(1)): "minutes", "minutes:seconds", "hours:minutes:seconds",
+    "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds".
+    """
+    t = text.strip()
+    if t.lower() in {"infinite", "unlimited", "-1"}:
+        return None
+    m = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?(?::(\d+))?", t)
+    if m:
+        d, h = int(m[1]), int(m[2])
+        mi, s = int(m[3] or 0), int(m[4] or 0)
+        return ((d * 24 + h) * 60 + mi) * 60 + s
+    parts = t.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+        raise SlurmValueError(f"Invalid time specification {text!r}")
+    nums = [int(p) for p in parts]
+    if len(nums) == 1:
+        return nums[0] * 60
+    if len(nums) == 2:
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def slurm_mem_mb(text: str) -> int:
+    """Megabytes in a ``--mem`` value (default unit M; suffixes K, M, G, T)."""
+    m = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip(), re.IGNORECASE)
+    if not m:
+        raise SlurmValueError(f"Invalid --mem specification {text!r}")
+    return math.ceil(int(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])
+
+
+def count_with_type(text: str, what: str) -> tuple[str | None, int]:
+    """``[type:]N`` as used by --gpus, --gpus-per-node, --gpus-per-task."""
+    parts = text.split(":")
+    if len(parts) == 1 and parts[0].isdigit():
+        return None, int(parts[0])
+    if len(parts) == 2 and parts[1].isdigit():
+        return parts[0], int(parts[1])
+    raise SlurmValueError(f"Invalid {what} specification {text!r}")
+
+
+def gres_gpus(text: str) -> tuple[str | None, int]:
+    """GPUs per node in a ``--gres`` list: ``gpu``, ``gpu:N``, ``gpu:type:N`` (others ignored)."""
+    gpus_type, gpus = None, 0
+    for item in text.split(","):
+        fields = item.strip().split(":")
+        if fields[0] != "gpu":
+            continue
+        if len(fields) == 1:
+            gpus = 1
+        elif len(fields) == 2:
+            if fields[1].isdigit():
+                gpus = int(fields[1])
+            else:
+                gpus_type, gpus = fields[1], 1
+        elif len(fields) == 3 and fields[2].isdigit():
+            gpus_type, gpus = fields[1], int(fields[2])
+        else:
+            raise SlurmValueError(f"Invalid generic resource (gres) specification {text!r}")
+    return gpus_type, gpus
+
+
+def node_range(text: str) -> tuple[int, int]:
+    """``--nodes=N`` or ``--nodes=min-max``."""
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
+    if not m:
+        raise SlurmValueError(f"Invalid node count specification {text!r}")
+    lo = int(m[1])
+    return lo, int(m[2] or lo)
+
+
+def positive_int(text: str, what: str) -> int:
+    if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
+        raise SlurmValueError(f"Invalid {what} specification {text!r}")
+    return int(text)
+
+
+# --------------------------------------------------------------------------- requests
+@dataclass(frozen=True)
+class Value:
+    """An option's value and where it was given (script line, or 0 for the command line)."""
+
+    text: str
+    line: int
+
+
+@dataclass
+class JobRequest:
+    path: Path
+    options: dict[str, Value] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def get(self, dest: str) -> str | None:
+        v = self.options.get(dest)
+        return v.text if v else None
+
+    def line(self, dest: str) -> int:
+        v = self.options.get(dest)
+        return v.line if v else 0
+
+    def has(self, dest: str) -> bool:
+        return dest in self.options
+
+
+def _merge(req: JobRequest, parsed: dict[str, list], line: int) -> None:
+    for dest, values in parsed.items():
+        if dest in {"script", "script_args", "command"}:
+            continue
+        last = values[-1]
+        req.options[dest] = Value("" if last is True else str(last), line)
+
+
+def job_request(
+    script: JobScript, argv: list[str] | None = None, tool: str = "sbatch"
+) -> JobRequest:
+    """Options from the script's directives, then the command line (which wins)."""
+    req = JobRequest(script.path)
+    for d in script.directives:
+        if d.words and d.words[0] == "__unparsable__":
+            req.findings.append(
+                Finding(
+                    script.path,
+                    d.line,
+                    "directive-syntax",
+                    f"{tool}: error: cannot split directive: {d.words[1]}",
+                )
+            )
+            continue
+        try:
+            _merge(req, slurm_options.parse(tool, list(d.words)), d.line)
+        except slurm_options.OptionError as exc:
+            req.findings.append(
+                Finding(script.path, d.line, "sbatch-option", f"{tool}: {_option_message(exc)}")
+            )
+    if argv:
+        try:
+            _merge(req, slurm_options.parse(tool, list(argv)), 0)
+        except slurm_options.OptionError as exc:
+            req.findings.append(
+                Finding("<command line>", 0, "sbatch-option", f"{tool}: {_option_message(exc)}")
+            )
+    return req
+
+
+def _option_message(exc: Exception) -> str:
+    msg = str(exc)
+    m = re.match(r"unrecognized arguments: (.*)", msg)
+    if m:
+        return f"unrecognized option '{m[1].split()[0]}'"
+    m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument", msg)
+    if m:
+        return f"option '{m[1]}' requires an argument"
+    m = re.match(r"ambiguous option: (\S+) could match (.*)", msg)
+    if m:
+        return f"option '{m[1]}' is ambiguous; possibilities: {m[2]}"
+    return msg
+
+
+# --------------------------------------------------------------------------- resolved shape
+@dataclass
+class Shape:
+    """What the request amounts to on the chosen partition."""
+
+    partition: Partition
+    nodes: int
+    tasks_per_node: int
+    ntasks: int
+    cpus_per_task: int
+    gpus_per_node: int
+    time_s: int | None
+    exclusive: bool
+
+    @property
+    def node(self) -> NodeType:
+        return self.partition.node_type
+
+
+def _resolve_int(req: JobRequest, dest: str, what: str, bad) -> int | None:
+    text = req.get(dest)
+    if text is None:
+        return None
+    try:
+        return positive_int(text, what)
+    except SlurmValueError as exc:
+        bad(dest, "option-value", f"sbatch: error: {exc}")
+        return None
+
+
+def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]:
+    """Every rule a site's Slurm applies at submission; returns (findings, resolved shape)."""
+    findings = list(req.findings)
+
+    def bad(dest: str | None, rule: str, msg: str, level: str = "error") -> None:
+        line = req.line(dest) if dest else 0
+        findings.append(Finding(req.path, line, rule, msg, level))
+
+    # -- partition
+    part_name = req.get("partition")
+    parts = site.partitions
+    if part_name is None:
+        part = site.default_partition
+        if part is None:
+            bad(
+                None,
+                "partition-required",
+                f"sbatch: error: {E_PARTITION}: {site.title} has "
+                f"no default partition; choose one of {sorted(parts)} with -p/--partition",
+            )
+            return findings, None
+    elif "," in part_name:
+        bad(
+            "partition",
+            "partition-single",
+            "several partitions given; the examples use one "
+            f"partition so that the limits checked are those the job gets: {part_name}",
+        )
+        return findings, None
+    elif part_name not in parts:
+        bad(
+            "partition",
+            "partition-exists",
+            f"sbatch: error: invalid partition specified: "
+            f"{part_name} ({E_PARTITION}); {site.title} has {', '.join(sorted(parts))}",
+        )
+        return findings, None
+    else:
+        part = parts[part_name]
+    if part.status != "current":
+        bad(
+            "partition",
+            "partition-status",
+            f"partition {part.name} is {part.status} on {site.title}",
+            level="warning" if part.status == "historical" else "error",
+        )
+    node = part.node_type
+
+    # -- account
+    acct = req.get("account")
+    if acct is None:
+        if site.account["required"]:
+            bad(
+                None,
+                "account-required",
+                f"sbatch: error: {E_ACCOUNT}: {site.title} requires "
+                f"an account ({site.account.get('option', '-A')} {site.account['example']})",
+            )
+    elif not site.account_ok(acct):
+        bad(
+            "account",
+            "account-form",
+            f"sbatch: error: {E_ACCOUNT}: {acct!r} is not of the "
+            f"form {site.account['pattern']} (e.g. {site.account['example']})",
+        )
+
+    # -- time
+    time_s: int | None = None
+    time_text = req.get("time")
+    if time_text is not None:
+        try:
+            time_s = slurm_time(time_text)
+        except SlurmValueError as exc:
+            bad("time", "time-format", f"sbatch: error: {exc}")
+        else:
+            if time_s is None or time_s > part.max_walltime_s:
+                shown = "UNLIMITED" if time_s is None else format_seconds(time_s)
+                bad(
+                    "time",
+                    "time-limit",
+                    f"sbatch: error: {E_TIME}: {time_text} ({shown}) "
+                    f"exceeds the {part.name} partition's limit of {part.max_walltime}",
+                )
+
+    # -- nodes and tasks
+    nodes_min = nodes_max = None
+    if req.has("nodes"):
+        try:
+            nodes_min, nodes_max = node_range(req.get("nodes") or "")
+        except SlurmValueError as exc:
+            bad("nodes", "option-value", f"sbatch: error: {exc}")
+    ntasks = _resolve_int(req, "ntasks", "--ntasks", bad)
+    tpn = _resolve_int(req, "ntasks_per_node", "--ntasks-per-node", bad)
+    cpt = _resolve_int(req, "cpus_per_task", "--cpus-per-task", bad) or 1
+    nodes = nodes_min or 1
+    if nodes_min is None and ntasks and tpn:
+        nodes = math.ceil(ntasks / tpn)
+    if tpn is None:
+        tpn = math.ceil(ntasks / nodes) if ntasks else 1
+    if ntasks is None:
+        ntasks = nodes * tpn
+    if nodes_min is not None and nodes_max is not None and nodes_min > nodes_max:
+        bad("nodes", "node-count", f"sbatch: error: {E_NODES}: {req.get('nodes')}")
+    if part.max_nodes and nodes > part.max_nodes:
+        bad(
+            "nodes" if req.has("nodes") else "ntasks",
+            "node-count",
+            f"sbatch: error: {E_NODES}: {nodes} nodes requested, partition {part.name} allows "
+            f"at most {part.max_nodes} per job",
+        )
+    if ntasks and nodes and ntasks < nodes:
+        bad(
+            "ntasks",
+            "tasks-per-node",
+            f"sbatch: error: {E_NODES}: --ntasks={ntasks} is fewer "
+            f"than the {nodes} nodes requested",
+        )
+
+    # -- CPUs per node
+    cpus_node = tpn * cpt
+    hint = req.get("hint") or ""
+    limit = node.usable_cores if "nomultithread" in hint else node.cpus
+    what = "cores" if "nomultithread" in hint else "CPUs (cores x threads)"
+    if cpus_node > limit:
+        dest = "cpus_per_task" if req.has("cpus_per_task") else "ntasks_per_node"
+        bad(
+            dest,
+            "cpus-per-node",
+            f"sbatch: error: {E_CONFIG}: {tpn} tasks x {cpt} CPUs per "
+            f"task = {cpus_node} per node, but a {part.name} node ({node.name}) has {limit} "
+            f"usable {what}",
+        )
+
+    # -- GPUs
+    gpn = 0
+    gpu_dest = None
+    try:
+        if req.has("gres"):
+            _, gpn = gres_gpus(req.get("gres") or "")
+            gpu_dest = "gres"
+        if req.has("gpus_per_node"):
+            _, gpn = count_with_type(req.get("gpus_per_node") or "", "--gpus-per-node")
+            gpu_dest = "gpus_per_node"
+        if req.has("gpus"):
+            _, total = count_with_type(req.get("gpus") or "", "--gpus")
+            gpn = max(gpn, math.ceil(total / nodes))
+            gpu_dest = gpu_dest or "gpus"
+        if req.has("gpus_per_task"):
+            _, per_task = count_with_type(req.get("gpus_per_task") or "", "--gpus-per-task")
+            gpn = max(gpn, per_task * tpn)
+            gpu_dest = gpu_dest or "gpus_per_task"
+    except SlurmValueError as exc:
+        bad(gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
+    if gpn and node.gpus == 0:
+        bad(
+            gpu_dest,
+            "gpus-per-node",
+            f"sbatch: error: {E_CONFIG}: {gpn} GPU(s) per node "
+            f"requested, but {part.name} nodes ({node.name}) have no GPUs",
+        )
+    elif gpn > node.gpus:
+        bad(
+            gpu_dest,
+            "gpus-per-node",
+            f"sbatch: error: {E_CONFIG}: {gpn} GPUs per node "
+            f"requested, but a {part.name} node ({node.name}) has {node.gpus} "
+            f"x {node.gpu_model}",
+        )
+
+    # -- memory
+    if req.has("mem"):
+        try:
+            mem_mb = slurm_mem_mb(req.get("mem") or "")
+            if mem_mb > node.memory_gb * 1024:
+                bad(
+                    "mem",
+                    "memory-per-node",
+                    f"sbatch: error: {E_CONFIG}: --mem={req.get('mem')}"
+                    f" exceeds the {node.memory_gb:g} GB of a {part.name} node",
+                )
+        except SlurmValueError as exc:
+            bad("mem", "option-value", f"sbatch: error: {exc}")
+
+    # -- QoS
+    qos_name = req.get("qos")
+    if qos_name is not None:
+        if qos_name not in site.qos:
+            bad(
+                "qos",
+                "qos-exists",
+                f"sbatch: error: {E_QOS}: {qos_name!r}; {site.title} has "
+                f"{', '.join(sorted(site.qos)) or 'no QoS'}",
+            )
+        else:
+            if part.qos and qos_name not in part.qos:
+                bad(
+                    "qos",
+                    "qos-partition",
+                    f"sbatch: error: {E_QOS}: QoS {qos_name} cannot be "
+                    f"used in partition {part.name} (allowed: {', '.join(part.qos)})",
+                )
+            q = site.qos[qos_name]
+            if q.get("max_walltime") and time_s is not None:
+                if time_s > duration_seconds(q["max_walltime"]):
+                    bad(
+                        "time",
+                        "qos-time-limit",
+                        f"sbatch: error: {E_QOS_LIMIT}: --time "
+                        f"{req.get('time')} exceeds QoS {qos_name}'s {q['max_walltime']}",
+                    )
+            if q.get("max_nodes") and nodes > q["max_nodes"]:
+                bad(
+                    "nodes" if req.has("nodes") else "qos",
+                    "qos-node-limit",
+                    f"sbatch: error: {E_QOS_LIMIT}: {nodes} nodes exceed QoS {qos_name}'s "
+                    f"{q['max_nodes']}",
+                )
+            if q.get("min_nodes") and nodes < q["min_nodes"]:
+                bad(
+                    "nodes" if req.has("nodes") else "qos",
+                    "qos-node-limit",
+                    f"sbatch: error: {E_QOS_LIMIT}: QoS {qos_name} needs at least "
+                    f"{q['min_nodes']} nodes, job asks for {nodes}",
+                )
+            if q.get("max_gpus") and gpn * nodes > q["max_gpus"]:
+                bad(
+                    gpu_dest,
+                    "qos-gpu-limit",
+                    f"sbatch: error: {E_QOS_LIMIT}: {gpn * nodes} "
+                    f"GPUs exceed QoS {qos_name}'s {q['max_gpus']}",
+                )
+    elif part.qos_required:
+        bad(
+            None,
+            "qos-required",
+            f"sbatch: error: {E_QOS}: partition {part.name} on "
+            f"{site.title} needs --qos (one of {', '.join(part.qos)})",
+        )
+
+    shape = Shape(
+        part, nodes, tpn, ntasks, cpt, gpn, time_s, req.has("exclusive") or part.exclusive
+    )
+    return findings, shape
+
+
+# --------------------------------------------------------------------------- job steps (srun)
+@dataclass
+class Step:
+    line: int
+    nodes: int
+    ntasks: int
+    tasks_per_node: int
+    cpus_per_task: int
+    command: list[str]
+
+
+def step_request(words: list[str], env: dict[str, str]) -> tuple[dict[str, list], list[str]]:
+    expanded = [expand(w, env) for w in words]
+    parsed = slurm_options.parse("srun", expanded)
+    return parsed, parsed.pop("command", [])
+
+
+def check_step(
+    path: Path | str, line: int, words: list[str], shape: Shape, env: dict[str, str]
+) -> tuple[list[Finding], Step | None]:
+    """Judge one ``srun`` command line (words after ``srun``) inside an allocation."""
+    findings: list[Finding] = []
+
+    def bad(rule: str, msg: str, level: str = "error") -> None:
+        findings.append(Finding(path, line, rule, msg, level))
+
+    try:
+        opts, command = step_request(words, env)
+    except slurm_options.OptionError as exc:
+        bad("srun-option", f"srun: {_option_message(exc)}")
+        return findings, None
+
+    def one(dest: str) -> str | None:
+        v = opts.get(dest)
+        return None if v is None else str(v[-1])
+
+    try:
+        nodes = node_range(one("nodes"))[0] if one("nodes") else None
+        ntasks = positive_int(one("ntasks"), "--ntasks") if one("ntasks") else None
+        tpn = (
+            positive_int(one("ntasks_per_node"), "--ntasks-per-node")
+            if one("ntasks_per_node")
+            else None
+        )
+        cpt = (
+            positive_int(one("cpus_per_task"), "--cpus-per-task") if one("cpus_per_task") else None
+        )
+    except SlurmValueError as exc:
+        bad("option-value", f"srun: error: {exc}")
+        return findings, None
+    # A step inherits the allocation's shape where it gives none of its own.
+    nodes = nodes or (min(shape.nodes, ntasks) if ntasks else shape.nodes)
+    if tpn is None:
+        tpn = math.ceil(ntasks / nodes) if ntasks else shape.tasks_per_node
+    ntasks = ntasks or nodes * tpn
+    if cpt is None:
+        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
+        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
+        cpt = int(env.get("SRUN_CPUS_PER_TASK") or 1)
+    if nodes > shape.nodes:
+        bad(
+            "step-nodes",
+            f"srun: error: {E_STEP}: step asks for {nodes} nodes, the job has {shape.nodes}",
+        )
+    if ntasks > shape.nodes * shape.node.cpus:
+        bad("step-tasks", f"srun: error: {E_STEP}: {ntasks} tasks on {shape.nodes} node(s)")
+    hint = one("hint") or ""
+    limit = shape.node.usable_cores if "nomultithread" in hint else shape.node.cpus
+    if tpn * cpt > limit:
+        bad(
+            "step-cpus",
+            f"srun: error: {E_STEP}: {tpn} tasks x {cpt} CPUs per task per node "
+            f"= {tpn * cpt}, a {shape.partition.name} node has {limit} "
+            f"{'cores' if 'nomultithread' in hint else 'CPUs'}",
+        )
+    if (
+        shape.gpus_per_node
+        and shape.node.gpus
+        and tpn > shape.gpus_per_node
+        and _launches_gpu_ranks(command)
+    ):
+        bad(
+            "ranks-per-gpu",
+            f"srun: {tpn} ranks per node but the job holds "
+            f"{shape.gpus_per_node} GPU(s) per node: one rank per GPU is the rule for "
+            f"data-parallel training",
+            level="warning",
+        )
+    if not command:
+        bad("step-command", "srun: fatal: No command given to execute.")
+    return findings, Step(line, nodes, ntasks, tpn, cpt, command)
+
+
+def _launches_gpu_ranks(command: list[str]) -> bool:
+    return bool(command) and Path(command[0]).name.startswith("python")

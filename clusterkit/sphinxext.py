@@ -1,0 +1,202 @@
+"""Sphinx directives that render site facts from the profiles, so no page retypes them.
+
+``{site-facts} bede`` with ``:show: nodes`` (or partitions, qos, modules, launchers, paths,
+lifecycle, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
+(current / end of service / retired, with dates and successor).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+from clusterkit.errors import CheckError
+from clusterkit.profiles import Site, load_site
+
+SHOWS = ("nodes", "partitions", "qos", "modules", "launchers", "paths", "sources", "account")
+
+
+def _table(headers: list[str], rows: list[list[str]], caption: str | None = None) -> nodes.table:
+    table = nodes.table(classes=["site-facts"])
+    if caption:
+        table += nodes.title(text=caption)
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for _ in headers:
+        group += nodes.colspec(colwidth=1)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for h in headers:
+        row += nodes.entry("", nodes.paragraph(text=h))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for cells in rows:
+        row = nodes.row()
+        for c in cells:
+            row += nodes.entry("", nodes.paragraph(text=str(c)))
+        body += row
+    return table
+
+
+def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of one facts table (also used by tests and the coverage page)."""
+    if show == "nodes":
+        headers = [
+            "Node type",
+            "CPU",
+            "Arch",
+            "Sockets x cores",
+            "Usable cores",
+            "Threads/core",
+            "Memory (GB)",
+            "GPUs",
+        ]
+        rows = []
+        for nt in site.node_types.values():
+            gpus = f"{nt.gpus} x {nt.gpu_model}" if nt.gpus else "none"
+            rows.append(
+                [
+                    nt.name,
+                    nt.cpu,
+                    nt.arch,
+                    f"{nt.sockets} x {nt.cores_per_socket}",
+                    str(nt.usable_cores),
+                    str(nt.threads_per_core),
+                    f"{nt.memory_gb:g}",
+                    gpus,
+                ]
+            )
+        return headers, rows
+    if show == "partitions":
+        headers = ["Partition", "Node type", "Max walltime", "Max nodes/job", "QoS", "Notes"]
+        rows = []
+        for p in site.partitions.values():
+            notes = p.raw.get("description", "")
+            if p.default:
+                notes = ("default. " + notes).strip()
+            if p.status != "current":
+                notes = f"({p.status}) {notes}"
+            rows.append(
+                [
+                    p.name,
+                    p.node_type.name,
+                    p.max_walltime,
+                    str(p.max_nodes or "-"),
+                    ", ".join(p.qos) or "-",
+                    notes,
+                ]
+            )
+        return headers, rows
+    if show == "qos":
+        headers = ["QoS", "Max walltime", "Max nodes", "Max GPUs", "Notes"]
+        rows = [
+            [
+                name,
+                q.get("max_walltime", "-"),
+                str(q.get("max_nodes", "-")),
+                str(q.get("max_gpus", "-")),
+                q.get("description", ""),
+            ]
+            for name, q in site.qos.items()
+        ]
+        return headers, rows
+    if show == "modules":
+        headers = ["Module", "Status", "Provides", "Replacement"]
+        rows = []
+        for m in site.modules:
+            name = m.full_name + (" (default)" if m.default else "")
+            rows.append([name, m.status, m.raw.get("provides", ""), m.replacement or ""])
+        return headers, rows
+    if show == "launchers":
+        headers = ["Launcher", "Status", "Replacement", "Notes"]
+        rows = [
+            [x["name"], x["status"], x.get("replacement", ""), x.get("note", "")]
+            for x in site.data["launchers"]
+        ]
+        return headers, rows
+    if show == "paths":
+        headers = ["Name", "Path", "What it is for"]
+        rows = [[k, v["path"], v["description"]] for k, v in site.data["paths"].items()]
+        return headers, rows
+    if show == "account":
+        a = site.account
+        return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
+    if show == "sources":
+        headers = ["Source", "Address", "Retrieved"]
+        rows = [[s["title"], s["url"], s.get("retrieved", "")] for s in site.data["sources"]]
+        return headers, rows
+    raise ValueError(f"unknown table {show!r}; choose from {', '.join(SHOWS)}")
+
+
+class SiteFacts(SphinxDirective):
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {
+        "show": lambda arg: directives.choice(arg, SHOWS),
+        "caption": directives.unchanged,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        name = self.arguments[0]
+        try:
+            site = load_site(name)
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        show = self.options.get("show", "nodes")
+        headers, rows = facts_rows(site, show)
+        if not rows:
+            return [nodes.paragraph(text=f"{site.title}: no {show} listed.")]
+        return [_table(headers, rows, self.options.get("caption"))]
+
+
+def status_text(site: Site) -> tuple[str, str]:
+    """(admonition class, sentence) describing where the site stands."""
+    life = site.data["lifecycle"]
+    if life["status"] == "retired":
+        succ = f" Its successor is {life['successor']}." if life.get("successor") else ""
+        return (
+            "warning",
+            f"{site.title} was retired on {life['retired']}. This page is kept "
+            f"as a historical record; its commands no longer run anywhere.{succ}",
+        )
+    if life["status"] == "end-of-service":
+        when = life.get("retired")
+        succ = f" {life['successor']}." if life.get("successor") else ""
+        return (
+            "warning",
+            f"{site.title}'s service was scheduled to end on {when}. The recipes "
+            f"carry over to other Slurm systems with the same kind of nodes.{succ}",
+        )
+    return (
+        "note",
+        f"{site.title} is in service. Facts on this page are read from its site "
+        f"profile ({site.path.name}).",
+    )
+
+
+class SiteStatus(SphinxDirective):
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        try:
+            site = load_site(self.arguments[0])
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        kind, text = status_text(site)
+        node = nodes.warning() if kind == "warning" else nodes.note()
+        node["classes"].append(f"site-status-{site.status}")
+        node += nodes.paragraph(text=text)
+        return [node]
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("site-facts", SiteFacts)
+    app.add_directive("site-status", SiteStatus)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

