@@ -21,7 +21,14 @@ extensions = [
     "clusterkit.sphinxext",
 ]
 
-myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "attrs_block", "attrs_inline"]
+myst_enable_extensions = [
+    "colon_fence",
+    "deflist",
+    "fieldlist",
+    "attrs_block",
+    "attrs_inline",
+    "substitution",
+]
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}
 root_doc = "index"
@@ -42,3 +49,38 @@ copybutton_prompt_is_regexp = True
 copybutton_only_copy_prompt_lines = False
 copybutton_copy_empty_lines = True
 copybutton_remove_prompts = True
+
+
+# Site facts as substitutions, so prose can cite a figure without retyping it:
+# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ...
+def _site_substitutions() -> dict[str, str]:
+    from clusterkit.profiles import all_sites
+
+    out: dict[str, str] = {}
+    for site in all_sites():
+        s = site.name
+        life = site.data["lifecycle"]
+        out[f"{s}_title"] = site.title
+        out[f"{s}_status"] = life["status"]
+        if life.get("retired"):
+            out[f"{s}_retired"] = life["retired"]
+        if life.get("successor"):
+            out[f"{s}_successor"] = life["successor"]
+        for name, part in site.partitions.items():
+            key = f"{s}_{name}".replace("-", "_")
+            node = part.node_type
+            out[f"{key}_gpus"] = str(node.gpus)
+            out[f"{key}_gpu_model"] = node.gpu_model or "none"
+            out[f"{key}_cores"] = str(node.cores)
+            out[f"{key}_usable_cores"] = str(node.usable_cores)
+            out[f"{key}_threads_per_core"] = str(node.threads_per_core)
+            out[f"{key}_memory_gb"] = f"{node.memory_gb:g}"
+            out[f"{key}_max_walltime"] = part.max_walltime
+            out[f"{key}_arch"] = node.arch
+            out[f"{key}_cpu"] = node.cpu
+            if part.max_nodes:
+                out[f"{key}_max_nodes"] = str(part.max_nodes)
+    return out
+
+
+myst_substitutions = _site_substitutions()

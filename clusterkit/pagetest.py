@@ -31,14 +31,14 @@ import yaml
 from sybil import Region
 from sybil.evaluators.python import PythonEvaluator
 from sybil.parsers.abstract import AbstractCodeBlockParser
-from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser
+from sybil.parsers.myst import CodeBlockParser
 from sybil.parsers.myst.lexers import DirectiveLexer
 
 from clusterkit.emulate import modules as module_checks
 from clusterkit.emulate.jobcheck import check_command_line, check_slurm_script
 from clusterkit.emulate.script import body_commands
 from clusterkit.errors import Finding
-from clusterkit.profiles import ROOT, Site, all_sites, load_site
+from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
@@ -454,7 +454,7 @@ def include_site(path: Path) -> Site | None:
     except ValueError:
         return None
     first = rel.parts[0]
-    return load_site(first) if (ROOT / "sites" / f"{first}.yaml").is_file() else None
+    return load_site(first) if (SITES_DIR / f"{first}.yaml").is_file() else None
 
 
 def evaluate_include(example) -> None:
@@ -525,7 +525,7 @@ class CodeTabParser(AbstractCodeBlockParser):
 def parsers() -> list:
     shell = [CodeBlockParser(lang, evaluate_shell) for lang in SHELL_LANGS]
     return [
-        PythonCodeBlockParser(evaluator=_RecordingPython()),
+        CodeBlockParser("python", _RecordingPython()),
         *shell,
         CodeTabParser("python", _RecordingPython()),
         CodeTabParser("bash", evaluate_shell),

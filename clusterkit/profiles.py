@@ -8,6 +8,7 @@ Every error names the file, the line and the rule broken.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,8 +22,9 @@ import yaml
 from clusterkit.errors import Finding, ProfileError
 
 ROOT = Path(__file__).resolve().parent.parent
-SITES_DIR = ROOT / "sites"
-SCHEMA_PATH = SITES_DIR / "schema.yaml"
+# CLUSTERKIT_SITES_DIR points the whole toolkit at other profiles (e.g. a refreshed copy).
+SITES_DIR = Path(os.environ.get("CLUSTERKIT_SITES_DIR") or ROOT / "sites")
+SCHEMA_PATH = ROOT / "sites" / "schema.yaml"
 
 
 # --------------------------------------------------------------------------- YAML with line numbers

@@ -196,7 +196,84 @@ class SiteStatus(SphinxDirective):
         return [node]
 
 
+class ResultsTable(SphinxDirective):
+    """Recorded figures for a benchmark (optionally one site), each with its source."""
+
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {"site": directives.unchanged, "kind": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit import results as res
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        try:
+            rows = res.select(
+                res.load_all(),
+                self.arguments[0],
+                self.options.get("site"),
+                self.options.get("kind"),
+            )
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        if not rows:
+            raise self.error(f"no recorded results for {self.arguments[0]!r}")
+        headers = ["Site", "Nodes", "GPUs", "Metric", "Value", "Date", "Kind", "Source"]
+        table_rows = []
+        for r in sorted(rows, key=lambda r: (r.site, r.data.get("gpus", 0), r.metric)):
+            value = f"{r.value:g} {r.unit}"
+            if r.data.get("approx"):
+                value = "about " + value
+            kind = r.kind
+            if r.kind == "measured" and r.is_stale():
+                kind += " (stale)"
+            table_rows.append(
+                [
+                    r.site,
+                    str(r.data.get("nodes", "")),
+                    str(r.data.get("gpus", "")),
+                    r.metric,
+                    value,
+                    r.date,
+                    kind,
+                    r.source["title"],
+                ]
+            )
+        return [_table(headers, table_rows)]
+
+
+class LastVerified(SphinxDirective):
+    """'Last verified on <site> on <date>' from the newest measured result, or say none."""
+
+    required_arguments = 1
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit import results as res
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        site = load_site(self.arguments[0])
+        bench = self.arguments[1] if len(self.arguments) > 1 else None
+        r = res.last_verified(res.load_all(), site.name, bench)
+        para = nodes.paragraph(classes=["last-verified"])
+        if r is None:
+            para += nodes.Text(
+                f"Not yet verified on {site.title}'s hardware: the commands "
+                "on this page are checked by emulation and CPU runs only."
+            )
+        else:
+            stale = " This result is over six months old." if r.is_stale() else ""
+            para += nodes.Text(
+                f"Last verified on {site.title} ({r.data.get('partition', '')}) "
+                f"on {r.date}: {r.benchmark}, {r.value:g} {r.unit}.{stale}"
+            )
+        return [para]
+
+
 def setup(app: Sphinx) -> dict:
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
+    app.add_directive("results-table", ResultsTable)
+    app.add_directive("last-verified", LastVerified)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

@@ -25,7 +25,7 @@ SLICE = ROOT / "examples" / "bede" / "pytorch-ddp-1node.sbatch"
         ["-N2", "-pgpu", "--gres=gpu:4"],
         ["-N", "2", "-p", "gpu", "--gres", "gpu:4"],
         ["--nodes=2", "--partition=gpu", "--gres=gpu:4"],
-        ["--nod=2", "--part", "gpu", "--gre=gpu:4"],  # unique prefixes, as getopt_long allows
+        ["--nodes=2", "--parti", "gpu", "--gres=gpu:4"],  # a unique prefix, as getopt_long allows
     ],
 )
 def test_option_forms_agree(argv):

@@ -11,6 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent.parent
+
 SHIMS = (
     "sbatch",
     "srun",
@@ -40,7 +42,10 @@ def ensure(directory: Path | None = None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for name in SHIMS:
         path = directory / name
-        text = f"#!{sys.executable}\nfrom clusterkit.emulate.entry import main\nmain({name!r})\n"
+        text = (
+            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+            f"from clusterkit.emulate.entry import main\nmain({name!r})\n"
+        )
         if not path.is_file() or path.read_text() != text:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(text)
