@@ -83,8 +83,9 @@ def ml_env(session: nox.Session) -> dict[str, str]:
     return {"VIRTUAL_ENV": str(ML_ENV), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
-def run_ml(session: nox.Session, env: dict[str, str], *args: str,
-           extra_env: dict[str, str] | None = None) -> None:
+def run_ml(
+    session: nox.Session, env: dict[str, str], *args: str, extra_env: dict[str, str] | None = None
+) -> None:
     session.run(*args, external=True, env={**env, **(extra_env or {})})
 
 
@@ -136,6 +137,27 @@ def tests(session: nox.Session) -> None:
     )
 
 
+@nox.session(tags=["ci"])
+def browser(session: nox.Session) -> None:
+    """Build the site, then test it in headless Chromium (Debian's) driven by Playwright."""
+    apt_install(session, "chromium", "fonts-dejavu-core")
+    session.install("-e", ".[docs,test]", "playwright>=1.45")
+    html = BUILD / "browser-html"
+    session.run("sphinx-build", "-q", "-b", "html", *SPHINX_ARGS, str(html))
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "tests/browser",
+        *session.posargs,
+        env={"CLUSTERKIT_SITE_HTML": str(html), "CLUSTERKIT_ARTIFACTS": str(BUILD / "artifacts")},
+    )
+    session.log(f"screenshots in {BUILD / 'artifacts'}")
+
+
 @nox.session(venv_backend="none")
 def horovod(session: nox.Session) -> None:
     """Build Horovod 0.28.1 as users must today, then run the Horovod examples (not in CI).
@@ -156,15 +178,26 @@ def horovod(session: nox.Session) -> None:
         site = next((ML_ENV / "lib").glob("python3*/site-packages"))
         own = next((hvd_env / "lib").glob("python3*/site-packages"))
         (own / "_ml_env.pth").write_text(str(site) + "\n")
-    hvd_bin = {"PATH": f"{hvd_env / 'bin'}{os.pathsep}{env['PATH']}",
-               "VIRTUAL_ENV": str(hvd_env)}
+    hvd_bin = {"PATH": f"{hvd_env / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(hvd_env)}
     probe = subprocess.run([str(python), "-c", "import horovod.torch"], capture_output=True)
     if probe.returncode != 0:
         src = Path(session.create_tmp()) / "horovod-src"
         if src.exists():
             shutil.rmtree(src)
-        run_ml(session, hvd_bin, "python", "-m", "pip", "download", "--no-deps",
-               "--no-binary", ":all:", "-d", str(src), "horovod==0.28.1")
+        run_ml(
+            session,
+            hvd_bin,
+            "python",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(src),
+            "horovod==0.28.1",
+        )
         tarball = next(src.glob("horovod-0.28.1.tar.gz"))
         session.run("tar", "-xzf", str(tarball), "-C", str(src), external=True)
         tree = src / "horovod-0.28.1"
@@ -172,13 +205,37 @@ def horovod(session: nox.Session) -> None:
             text = cmake.read_text()
             if "CMAKE_CXX_STANDARD 14" in text:
                 cmake.write_text(text.replace("CMAKE_CXX_STANDARD 14", "CMAKE_CXX_STANDARD 17"))
-        run_ml(session, hvd_bin, "python", "-m", "pip", "install", "--no-build-isolation",
-               "--no-cache-dir", str(tree),
-               extra_env={"HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITHOUT_TENSORFLOW": "1",
-                    "HOROVOD_WITHOUT_MXNET": "1", "HOROVOD_WITH_GLOO": "1",
-                    "HOROVOD_WITHOUT_MPI": "1"})
-    run_ml(session, hvd_bin, "python", "-m", "pytest", "-p", "no:cacheprovider", "-v",
-           "tests/horovod", *session.posargs, extra_env={"CLUSTERKIT_REQUIRE_HOROVOD": "1"})
+        run_ml(
+            session,
+            hvd_bin,
+            "python",
+            "-m",
+            "pip",
+            "install",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            str(tree),
+            extra_env={
+                "HOROVOD_WITH_PYTORCH": "1",
+                "HOROVOD_WITHOUT_TENSORFLOW": "1",
+                "HOROVOD_WITHOUT_MXNET": "1",
+                "HOROVOD_WITH_GLOO": "1",
+                "HOROVOD_WITHOUT_MPI": "1",
+            },
+        )
+    run_ml(
+        session,
+        hvd_bin,
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "tests/horovod",
+        *session.posargs,
+        extra_env={"CLUSTERKIT_REQUIRE_HOROVOD": "1"},
+    )
 
 
 @nox.session
@@ -192,6 +249,17 @@ def linkcheck(session: nox.Session) -> None:
 def serve(session: nox.Session) -> None:
     """Rebuild the site on every change and serve it on http://127.0.0.1:8000."""
     session.install("-e", ".[docs]", "sphinx-autobuild")
-    session.run("sphinx-autobuild", *SPHINX_ARGS, str(BUILD / "html"), "--watch", "examples",
-                "--watch", "sites", "--watch", "results", "--watch", "clusterkit",
-                *session.posargs)
+    session.run(
+        "sphinx-autobuild",
+        *SPHINX_ARGS,
+        str(BUILD / "html"),
+        "--watch",
+        "examples",
+        "--watch",
+        "sites",
+        "--watch",
+        "results",
+        "--watch",
+        "clusterkit",
+        *session.posargs,
+    )

@@ -1,0 +1,123 @@
+"""The page-block routing: every block is found, tested by kind, or refused without a reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from clusterkit.pagetest import AnyFenceParser, strip_prompts
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Doc:
+    def __init__(self, text: str):
+        self.text = text
+        self.path = "page.md"
+
+
+def test_fences_inside_directives_are_found():
+    text = textwrap.dedent("""\
+        ````{tab} Bede
+        ```text
+        inside
+        ```
+        ````
+
+        ```yaml
+        a: 1
+        ```
+
+        ```python
+        print(1)
+        ```
+        """)
+    regions = list(AnyFenceParser()(_Doc(text)))
+    assert [r.parsed for r in regions] == [("text", "inside\n"), ("yaml", "a: 1\n")]
+
+
+def test_a_fence_inside_a_code_block_is_text():
+    text = "````markdown\n```text\nnot a block\n```\n````\n"
+    regions = list(AnyFenceParser()(_Doc(text)))
+    assert [r.parsed[0] for r in regions] == ["markdown"]
+
+
+def test_console_prompts_are_stripped_and_output_dropped():
+    src = "$ module load cuda\nLoading cuda\n(env) $ srun -n 2 \\\n    hostname\nnode1\n"
+    assert strip_prompts(src) == "module load cuda\n\nsrun -n 2 \\\n    hostname\n\n"
+
+
+def _run_pages(tmp_path: Path, page: str) -> subprocess.CompletedProcess:
+    """Run Sybil over one page in a scratch docs tree, recording block results."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "conftest.py").write_text((ROOT / "docs" / "conftest.py").read_text())
+    (docs / "page.md").write_text(page)
+    log = tmp_path / "blocks.jsonl"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(docs)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CLUSTERKIT_COVERAGE_LOG": str(log)},
+    )
+
+
+def _log(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "blocks.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_blocks_are_routed_and_recorded(tmp_path):
+    page = textwrap.dedent("""\
+        ---
+        site: bede
+        ---
+        # Page
+
+        ```python
+        assert 1 + 1 == 2
+        ```
+
+        ```bash
+        module load definitely-not-a-module/1.0
+        ```
+
+        % test: skip needs a Bede login node and the network
+        ```bash
+        git clone https://example.org/repo.git
+        ```
+
+        ```bash
+        git status
+        ```
+
+        ```text
+        some output nobody parses
+        ```
+
+        % test: output trainlog
+        ```text
+        [summary] ranks=2 steps=6 img_s=43.1 time_s=2.95
+        ```
+        """)
+    r = _run_pages(tmp_path, page)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "[module-known]" in out
+    assert "no checker for `git`" in out
+    assert "[block-untested]" in out and "(text)" not in out
+    assert "2 passed" in out and "1 skipped" in out and "3 failed" in out, out
+    hows = sorted(rec["how"] for rec in _log(tmp_path))
+    assert hows == ["executed", "output-parsed", "skipped"]
+
+
+def test_a_skip_needs_a_reason(tmp_path):
+    page = "% test: skip\n```bash\ngit status\n```\n"
+    r = _run_pages(tmp_path, page)
+    assert r.returncode == 1
+    assert "[block-untested]" in r.stdout or "[skip-reason]" in r.stdout
