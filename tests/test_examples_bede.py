@@ -77,6 +77,6 @@ def test_slice_checkpoints_and_requeues_on_usr1(emulated_env, tmp_path):
     preempted = [rec for rec in records if rec.kind == "preempted"]
     assert preempted, out
     assert any(rec.kind == "checkpoint" for rec in records), out
-    assert "requeue" in stderr
+    assert "scontrol emulator] requeue" in out
     ckpts = list((job / "checkpoints").rglob("ckpt-*"))
     assert ckpts, "no checkpoint written"

@@ -34,6 +34,7 @@ class Report:
     site: str
     findings: list[Finding] = field(default_factory=list)
     plan: dict = field(default_factory=dict)
+    text: str = ""  # the script, to point a finding at the continuation line that holds it
 
     @property
     def errors(self) -> list[Finding]:
@@ -63,7 +64,7 @@ def check_slurm_script(
     """
     path = Path(path)
     script = read_script(path, text, prefix="#SBATCH")
-    report = Report(path, site.name)
+    report = Report(path, site.name, text=script.text)
     req = slurm.job_request(script, argv)
     findings, shape = slurm.check_job(req, site)
     report.findings.extend(findings)
@@ -305,6 +306,25 @@ def _check_torchrun(
         check_python_invocation(path, line, script_argv[0], script_argv[1:], report)
 
 
+def _token_line(text: str, line: int, message: str) -> int:
+    """The line, within a command continued with backslashes, that holds the offending word."""
+    m = (re.search(r"unrecognized arguments: (\S+)", message)
+         or re.search(r"invalid choice: '([^']+)'", message)
+         or re.search(r"argument (--?[\w-]+)", message))
+    lines = text.splitlines()
+    if not m or not 0 < line <= len(lines):
+        return line
+    token = m[1]
+    i = line - 1
+    while i < len(lines):
+        if token in lines[i]:
+            return i + 1
+        if not lines[i].rstrip().endswith("\\"):
+            break
+        i += 1
+    return line
+
+
 def resolve_script(script: str, base: Path) -> Path | None:
     """Find a project example named on a command line (relative to the job script, or by name)."""
     for cand in (base.parent / script, ROOT / script):
@@ -324,27 +344,22 @@ def check_python_invocation(
     if os.environ.get("CLUSTERKIT_NO_CONTRACTS"):
         return
     target = resolve_script(script, Path(path))
-    if target is not None and (ROOT / "examples") in target.parents:
+    contract = contracts.find_third_party(script)
+    if contract is None and target is not None:
+        # a script we can read (the project's examples, or a copy next to the job script)
         try:
             contract = contracts.own_contract(target)
         except contracts.ContractError as exc:
             report.findings.append(Finding(path, line, "script-contract", str(exc)))
             return
-    else:
-        contract = contracts.find_third_party(script)
-        if contract is None:
-            report.findings.append(
-                Finding(
-                    path,
-                    line,
-                    "script-contract",
-                    f"no command-line contract for {script}: add one "
-                    "under contracts/ (see docs/contributing.md)",
-                    level="warning",
-                )
-            )
-            return
-    report.findings.extend(contracts.check_invocation(path, line, contract, args))
+    if contract is None:
+        report.findings.append(
+            Finding(path, line, "script-contract", f"no command-line contract for {script}: "
+                    "add one under contracts/ (see docs/contributing.md)", level="warning"))
+        return
+    for f in contracts.check_invocation(path, line, contract, args):
+        report.findings.append(Finding(f.path, _token_line(report.text, line, f.message),
+                                       f.rule, f.message, f.level))
     report.plan.setdefault("scripts_checked", []).append(
         {"line": line, "script": script, "contract": contract.source or contract.name}
     )
