@@ -308,9 +308,11 @@ def _check_torchrun(
 
 def _token_line(text: str, line: int, message: str) -> int:
     """The line, within a command continued with backslashes, that holds the offending word."""
-    m = (re.search(r"unrecognized arguments: (\S+)", message)
-         or re.search(r"invalid choice: '([^']+)'", message)
-         or re.search(r"argument (--?[\w-]+)", message))
+    m = (
+        re.search(r"unrecognized arguments: (\S+)", message)
+        or re.search(r"invalid choice: '([^']+)'", message)
+        or re.search(r"argument (--?[\w-]+)", message)
+    )
     lines = text.splitlines()
     if not m or not 0 < line <= len(lines):
         return line
@@ -354,12 +356,20 @@ def check_python_invocation(
             return
     if contract is None:
         report.findings.append(
-            Finding(path, line, "script-contract", f"no command-line contract for {script}: "
-                    "add one under contracts/ (see docs/contributing.md)", level="warning"))
+            Finding(
+                path,
+                line,
+                "script-contract",
+                f"no command-line contract for {script}: "
+                "add one under contracts/ (see docs/contributing.md)",
+                level="warning",
+            )
+        )
         return
     for f in contracts.check_invocation(path, line, contract, args):
-        report.findings.append(Finding(f.path, _token_line(report.text, line, f.message),
-                                       f.rule, f.message, f.level))
+        report.findings.append(
+            Finding(f.path, _token_line(report.text, line, f.message), f.rule, f.message, f.level)
+        )
     report.plan.setdefault("scripts_checked", []).append(
         {"line": line, "script": script, "contract": contract.source or contract.name}
     )

@@ -292,7 +292,7 @@ def lr_at(step: int, args, steps_per_epoch: int, total: int, world: int) -> floa
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    rank, world, local, device = setup_distributed(args)
+    rank, world, _, device = setup_distributed(args)
     _, _, _, launcher = launcher_env()
     torch.manual_seed(args.seed)
     if device.type == "cpu":
