@@ -37,7 +37,9 @@ nitpicky = True
 
 html_theme = "furo"
 html_title = project
-html_static_path = ["_static"] if (ROOT / "docs" / "_static").is_dir() else []
+html_static_path = ["docs/_static"]
+html_js_files = ["copy-file.js"]
+html_favicon = "docs/_static/favicon.svg"
 html_last_updated_fmt = None
 
 # sphinx-tabs: tab groups with the same labels switch together on a page

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent
 ML_ENV = ROOT / ".nox" / "_ml"
 BUILD = ROOT / "_build"
 SPHINX_ARGS = ["-W", "--keep-going", "-n", "-c", str(ROOT), "docs"]
+# a fresh environment each build: Sphinx does not notice changes to clusterkit/sphinxext.py
+FRESH = ["-E"]
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests", "docs"]
@@ -99,7 +101,8 @@ def job_scripts() -> list[str]:
 def docs(session: nox.Session) -> None:
     """Build the HTML site into _build/html (warnings are errors)."""
     session.install("-e", ".[docs]")
-    session.run("sphinx-build", "-b", "html", *SPHINX_ARGS, str(BUILD / "html"), *session.posargs)
+    session.run("sphinx-build", "-b", "html", *FRESH, *SPHINX_ARGS, str(BUILD / "html"),
+                *session.posargs)
     session.log(
         f"open {BUILD / 'html' / 'index.html'} (or: python -m http.server -d {BUILD / 'html'})"
     )
@@ -143,7 +146,7 @@ def browser(session: nox.Session) -> None:
     apt_install(session, "chromium", "fonts-dejavu-core")
     session.install("-e", ".[docs,test]", "playwright>=1.45")
     html = BUILD / "browser-html"
-    session.run("sphinx-build", "-q", "-b", "html", *SPHINX_ARGS, str(html))
+    session.run("sphinx-build", "-q", "-b", "html", *FRESH, *SPHINX_ARGS, str(html))
     session.run(
         "python",
         "-m",

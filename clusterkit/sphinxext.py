@@ -7,11 +7,14 @@ lifecycle, sources) renders one table; ``{site-status} summit`` renders the life
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.directives.code import LiteralInclude
 from sphinx.util.docutils import SphinxDirective
 
 from clusterkit.errors import CheckError
@@ -271,7 +274,39 @@ class LastVerified(SphinxDirective):
         return [para]
 
 
+class ExampleLiteralInclude(LiteralInclude):
+    """``literalinclude`` that marks files from examples/ and adds a download link.
+
+    The class ``example-file`` makes the copy button copy the file byte for byte
+    (docs/_static/copy-file.js); the link downloads the same file.
+    """
+
+    def run(self) -> list[nodes.Node]:
+        result = super().run()
+        _, filename = self.env.relfn2path(self.arguments[0])
+        examples = Path(self.env.srcdir).parent / "examples"
+        if examples not in Path(filename).resolve().parents or not result:
+            return result
+        for block in result[0].findall(nodes.literal_block):
+            block["classes"].append("example-file")
+        ref = addnodes.download_reference(
+            "",
+            "",
+            refdoc=self.env.docname,
+            reftarget=self.arguments[0],
+            refexplicit=True,
+            refdomain="",
+            reftype="download",
+        )
+        ref += nodes.literal(text=Path(filename).name, classes=["xref", "download"])
+        para = nodes.paragraph("", "", classes=["example-download"])
+        para += nodes.Text("Download ")
+        para += ref
+        return [*result, para]
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
     app.add_directive("results-table", ResultsTable)
