@@ -101,8 +101,9 @@ def job_scripts() -> list[str]:
 def docs(session: nox.Session) -> None:
     """Build the HTML site into _build/html (warnings are errors)."""
     session.install("-e", ".[docs]")
-    session.run("sphinx-build", "-b", "html", *FRESH, *SPHINX_ARGS, str(BUILD / "html"),
-                *session.posargs)
+    session.run(
+        "sphinx-build", "-b", "html", *FRESH, *SPHINX_ARGS, str(BUILD / "html"), *session.posargs
+    )
     session.log(
         f"open {BUILD / 'html' / 'index.html'} (or: python -m http.server -d {BUILD / 'html'})"
     )
