@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ def shim_path() -> Path:
 def emulated_env(shim_path, tmp_path):
     """Environment for running job scripts through the shims (site chosen by the test)."""
     env = dict(os.environ)
-    env["PATH"] = f"{shim_path}{os.pathsep}{env['PATH']}"
+    # shims first, then the interpreter running the tests (its torchrun, python, ...)
+    env["PATH"] = os.pathsep.join([str(shim_path), str(Path(sys.executable).parent), env["PATH"]])
     env["TRAIN_TINY"] = "1"
     env.pop("CLUSTERKIT_ALLOC", None)
     return env
