@@ -23,14 +23,19 @@ RUNS = [
 ]
 
 
-@pytest.mark.parametrize(("site", "script", "trainer", "ranks"), RUNS,
-                         ids=[r[1] for r in RUNS])
+@pytest.mark.parametrize(("site", "script", "trainer", "ranks"), RUNS, ids=[r[1] for r in RUNS])
 def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, ranks):
     shutil.copy(EX / script, tmp_path)
     shutil.copy(EX / trainer, tmp_path)
     env = dict(emulated_env, CLUSTERKIT_SITE=site)
-    r = subprocess.run(["sbatch", Path(script).name], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["sbatch", Path(script).name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     outs = sorted(tmp_path.glob("*.out"))
     out = outs[-1].read_text() if outs else ""
     assert r.returncode == 0, f"{r.stderr}\n{out}"

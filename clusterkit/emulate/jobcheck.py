@@ -23,9 +23,30 @@ from clusterkit.profiles import Site
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def ddl_inner(path, line, args, site):
+    """``ddlrun [options] COMMAND`` (IBM DDL; Bede's bede-ddlrun): the command it starts."""
+    with_value = {
+        "-H",
+        "--hosts",
+        "--nodes",
+        "--racks",
+        "--aisles",
+        "--mpiarg",
+        "--rankfile",
+        "-m",
+        "--mode",
+        "--accelerators",
+        "--tcp",
+    }
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in with_value else 1
+    return args[i:], []
+
+
 # name -> function(path, line, args, site) -> (inner command words, findings).
-# Emulators of wrapping launchers register themselves here (see clusterkit.emulate.ddl).
-WRAPPERS: dict = {}
+# Emulators of wrapping launchers (containers, MPI wrappers) register themselves here.
+WRAPPERS: dict = {"ddlrun": ddl_inner, "bede-ddlrun": ddl_inner}
 
 
 @dataclass
