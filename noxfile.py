@@ -136,6 +136,8 @@ def tests(session: nox.Session) -> None:
         "no:cacheprovider",
         "--ignore=tests/slurm",
         "--ignore=tests/browser",
+        "-v",
+        "--durations=15",
         *session.posargs,
         extra_env={"CLUSTERKIT_COVERAGE_LOG": str(cov)},
     )

@@ -6,6 +6,7 @@ so a job script that activates another environment still reaches the emulator.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
@@ -34,10 +35,12 @@ SHIMS = (
 
 def ensure(directory: Path | None = None) -> Path:
     """Write the shims (idempotent) and return their directory."""
+    # one directory per interpreter: each shim is bound to the Python that has clusterkit
+    tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:10]
     directory = Path(
         directory
         or os.environ.get("CLUSTERKIT_SHIM_DIR")
-        or Path(tempfile.gettempdir()) / f"clusterkit-shims-{os.getuid()}"
+        or Path(tempfile.gettempdir()) / f"clusterkit-shims-{os.getuid()}-{tag}"
     )
     directory.mkdir(parents=True, exist_ok=True)
     for name in SHIMS:
