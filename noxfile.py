@@ -88,7 +88,9 @@ def ml_env(session: nox.Session) -> dict[str, str]:
 def run_ml(
     session: nox.Session, env: dict[str, str], *args: str, extra_env: dict[str, str] | None = None
 ) -> None:
-    session.run(*args, external=True, env={**env, **(extra_env or {})})
+    """Run a command of the given environment (nox looks commands up on its own PATH)."""
+    program = shutil.which(args[0], path=env["PATH"]) or args[0]
+    session.run(program, *args[1:], external=True, env={**env, **(extra_env or {})})
 
 
 def job_scripts() -> list[str]:
