@@ -20,6 +20,7 @@ EX = ROOT / "examples"
 # (site, job script, trainer it starts, ranks expected after scaling down)
 RUNS = [
     ("archer2", "archer2/pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", 2),
+    ("archer2", "archer2/tensorflow-cpu.slurm", "tensorflow/train_resnet_keras.py", 2),
 ]
 
 

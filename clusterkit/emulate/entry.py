@@ -68,8 +68,15 @@ def run_node_names(count: int) -> list[str]:
 
 
 def scaled(nodes: int, tasks_per_node: int) -> tuple[int, int]:
-    """(nodes, tasks per node) of the local run: at most max_ranks() processes in all."""
+    """(nodes, tasks per node) of the local run: at most max_ranks() processes in all.
+
+    Several ranks per node stay on one logical node (so ranks that pick ports by their local
+    index, as TensorFlow's Slurm resolver does, do not collide); jobs of one rank per node keep
+    two logical nodes, so that the per-node environment (SLURM_NODEID, ...) is exercised.
+    """
     limit = max_ranks()
+    if nodes == 1 or tasks_per_node >= limit:
+        return 1, max(1, min(tasks_per_node, limit))
     run_nodes = min(nodes, limit)
     return run_nodes, max(1, min(tasks_per_node, limit // run_nodes))
 
@@ -435,6 +442,7 @@ def conda(argv: list[str]) -> int:
 
 # --------------------------------------------------------------------------- nvidia-smi
 def nvidia_smi(argv: list[str]) -> int:
+    """Lists the allocation's GPUs on NVIDIA nodes; elsewhere behaves as a missing command."""
     alloc = json.loads(os.environ.get(ALLOC_VAR, "null") or "null")
     if not alloc:
         print(
@@ -444,10 +452,13 @@ def nvidia_smi(argv: list[str]) -> int:
         return 9
     site = load_site(alloc["site"])
     node = site.partitions[alloc["plan"]["partition"]].node_type
+    if node.gpu_vendor != "nvidia":
+        print("bash: nvidia-smi: command not found", file=sys.stderr)
+        return 127
     n = alloc["plan"]["gpus_per_node"]
     note("nvidia-smi", f"{n} emulated {node.gpu_model} GPU(s) of {site.title}")
     for i in range(n):
-        print(f"GPU {i}: {node.gpu_model} (emulated)")
+        print(f"GPU {i}: {node.gpu_model} (UUID: GPU-emulated-{i})")
     return 0
 
 
