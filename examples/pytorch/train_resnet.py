@@ -44,6 +44,7 @@ TINY = {
     "checkpoint_every": 3,
     "num_classes": 10,
 }
+TINY_SOFT = {"log_every", "checkpoint_every"}  # kept when given explicitly
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,7 +119,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.tiny or os.environ.get("TRAIN_TINY") == "1":
         for key, value in TINY.items():
-            setattr(args, key, value)
+            # logging and checkpoint intervals given on the command line are kept
+            if key not in TINY_SOFT or getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
         if os.environ.get("TRAIN_TINY_STEPS"):
             args.steps = int(os.environ["TRAIN_TINY_STEPS"])
     if args.data_dir is not None:
