@@ -145,6 +145,26 @@ def tests(session: nox.Session) -> None:
     )
 
 
+@nox.session(venv_backend="none", tags=["ci"])
+def slurm(session: nox.Session) -> None:
+    """A real Slurm configured from the site profiles judges the examples (root only)."""
+    apt_install(session, "slurmctld", "slurmd", "slurm-client", "munge", "lmod")
+    env = ml_env(session)
+    run_ml(
+        session,
+        env,
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "tests/slurm",
+        *session.posargs,
+        extra_env={"CLUSTERKIT_REQUIRE_SLURM": "1"},
+    )
+
+
 @nox.session(tags=["ci"])
 def browser(session: nox.Session) -> None:
     """Build the site, then test it in headless Chromium (Debian's) driven by Playwright."""
