@@ -60,6 +60,16 @@ def load_file(path: Path) -> list[Result]:
         )
         for e in validator.iter_errors(data)
     ]
+    for i, r in enumerate(data["results"]):
+        if r["kind"] in {"measured", "example"} and "date" not in r:
+            errors.append(
+                Finding(
+                    path,
+                    line_of(data, ["results", i]),
+                    "result-date",
+                    f"result {r['id']}: a measured result needs its date",
+                )
+            )
     if errors:
         raise CheckError(errors)
     return [Result(dict(r), path) for r in data["results"]]

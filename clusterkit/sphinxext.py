@@ -237,7 +237,7 @@ class ResultsTable(SphinxDirective):
                     str(r.data.get("gpus", "")),
                     r.metric,
                     value,
-                    r.date,
+                    r.data.get("date", "not given"),
                     kind,
                     r.source["title"],
                 ]

@@ -61,6 +61,9 @@ _HVD_TOTAL = re.compile(
 )
 
 
+_RECORD_START = re.compile(r"(?<=\S)(?=\[(?:{})\] )".format("|".join(OUR_KINDS)))
+
+
 class TrainLogError(ValueError):
     """A line of a known kind that does not follow its format."""
 
@@ -152,9 +155,11 @@ def parse(text: str) -> list[Record]:
     out = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = re.sub(r"^\s*\d+:\s", "", raw)
-        rec = parse_line(line, n)
-        if rec is not None:
-            out.append(rec)
+        # ranks that share an output file can run two records into one line
+        for piece in _RECORD_START.split(line):
+            rec = parse_line(piece, n)
+            if rec is not None:
+                out.append(rec)
     return out
 
 

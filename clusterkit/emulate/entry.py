@@ -167,7 +167,9 @@ def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
         f"{run_tpn}; output in {out_name}",
     )
     print(f"Submitted batch job {job_id}", flush=True)
-    with open(out_name, "w", encoding="utf-8") as out:
+    open(out_name, "w").close()
+    # append mode: lines that ranks write at the same time do not overwrite each other
+    with open(out_name, "a", encoding="utf-8") as out:
         proc = subprocess.Popen(
             ["bash", str(path), *script_args],
             env=env,
