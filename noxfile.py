@@ -108,6 +108,14 @@ def lint(session: nox.Session) -> None:
     session.run("shellcheck", "--shell=bash", *job_scripts())
 
 
+@nox.session(venv_backend="none")
+def check(session: nox.Session) -> None:
+    """Fast static checks for writers: profiles, emulated job scripts, stale commands,
+    shellcheck (no training runs)."""
+    env = ml_env(session)
+    run_ml(session, env, "python", "-m", "clusterkit", "check")
+
+
 @nox.session(venv_backend="none", tags=["ci"])
 def tests(session: nox.Session) -> None:
     """Pages (Sybil), unit tests, emulated job scripts and tiny training runs."""
