@@ -21,6 +21,7 @@ EX = ROOT / "examples"
 RUNS = [
     ("archer2", "archer2/pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", 2),
     ("archer2", "archer2/tensorflow-cpu.slurm", "tensorflow/train_resnet_keras.py", 2),
+    ("bede", "bede/tensorflow-1node.sbatch", "tensorflow/train_resnet_keras.py", 1),
 ]
 
 

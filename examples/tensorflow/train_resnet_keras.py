@@ -131,6 +131,8 @@ def make_strategy(args):
         else:
             mode = "none"
     if mode == "none":
+        if len(tf.config.list_physical_devices("GPU")) > 1:
+            return tf.distribute.MirroredStrategy(), 0, 1  # every GPU of this node
         return tf.distribute.get_strategy(), 0, 1
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
