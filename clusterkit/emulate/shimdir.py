@@ -27,9 +27,6 @@ SHIMS = (
     "jsrun",
     "ddlrun",
     "bede-ddlrun",
-    "bede-mpirun",
-    "singularity",
-    "apptainer",
 )
 
 
