@@ -22,6 +22,17 @@ if ! munge -n >/dev/null 2>&1; then
     runuser -u munge -- /usr/sbin/munged
 fi
 
+# Jobs look their nodes up by name (MASTER_ADDR=$(scontrol show hostnames ...)): make the
+# logical nodes resolve to this machine, in a marked block that stop.sh removes.
+marker="# clusterkit-slurm $state"
+if ! grep -qF "$marker" /etc/hosts; then
+    {
+        echo "$marker BEGIN"
+        echo "127.0.0.1 $(cut -d' ' -f1 "$state/etc/nodes" | tr '\n' ' ')"
+        echo "$marker END"
+    } >> /etc/hosts
+fi
+
 rm -rf "${state:?}/ctld/"*
 /usr/sbin/slurmctld -c -f "$SLURM_CONF"
 while read -r name _port; do

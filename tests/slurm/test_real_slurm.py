@@ -201,3 +201,65 @@ def test_a_two_node_job_really_runs(cluster, tmp_path):
     assert "JobState=COMPLETED" in state, state
     lines = sorted(out.read_text().split())
     assert "rank=0" in lines and "rank=1" in lines and "node=1" in lines, out.read_text()
+
+
+# Examples that run for real under Slurm, scaled down: (site, script, trainer, options that
+# shrink the job, ranks expected).
+REAL_RUNS = [
+    ("bede", "pytorch-ddp-1node.sbatch", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
+    ("archer2", "pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
+]
+
+
+def _wait(job: str, env: dict[str, str], seconds: int) -> str:
+    deadline = time.monotonic() + seconds
+    state = ""
+    while time.monotonic() < deadline:
+        state = subprocess.run(
+            ["scontrol", "show", "job", job], env=env, capture_output=True, text=True
+        ).stdout
+        if any(f"JobState={s}" in state for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")):
+            return state
+        time.sleep(1)
+    return state
+
+
+def test_examples_run_for_real(cluster, tmp_path):
+    """The job scripts users copy run under the real Slurm, with TRAIN_TINY=1 payloads."""
+    from clusterkit import trainlog
+    from clusterkit.emulate import shimdir
+    from clusterkit.lmod import ensure_modulefiles
+
+    site, env = cluster
+    runs = [r for r in REAL_RUNS if r[0] == site]
+    assert runs, f"no real run for {site}"
+    for _, script, trainer, extra, ranks in runs:
+        job_dir = tmp_path / script
+        job_dir.mkdir()
+        shutil.copy(ROOT / "examples" / site / script, job_dir)
+        shutil.copy(ROOT / "examples" / trainer, job_dir)
+        run_env = dict(
+            env,
+            TRAIN_TINY="1",
+            OMP_NUM_THREADS="1",
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+            CONDA_ROOT=str(shimdir.conda_root(shimdir.ensure())),
+            BASH_ENV="/usr/share/lmod/lmod/init/bash",
+            MODULEPATH=str(ensure_modulefiles(load_site(site))),
+        )
+        r = subprocess.run(
+            ["sbatch", "--parsable", *extra, script],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            cwd=job_dir,
+        )
+        assert r.returncode == 0, r.stderr
+        job = r.stdout.strip().split(";")[0]
+        state = _wait(job, env, 300)
+        outs = sorted(job_dir.glob("*.out"))
+        out = outs[-1].read_text() if outs else "(no output file)"
+        assert "JobState=COMPLETED" in state, f"{script}: {state}\n{out}"
+        records = trainlog.parse(out)
+        seen = {rec.fields["rank"] for rec in records if rec.kind == "train"}
+        assert seen == set(range(ranks)), f"{script}:\n{out}"
