@@ -127,9 +127,8 @@ def sbatch(argv: list[str]) -> int:
     return run_batch(site, path, parsed.get("script_args", []), report)
 
 
-def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
-    plan = report.plan
-    job_id = int(os.environ.get("CLUSTERKIT_JOB_ID", "1000"))
+def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str], int, int]:
+    """The environment of a job running here, scaled down: (env, nodes, tasks per node)."""
     run_nodes, run_tpn = scaled(len(plan["nodes"]), plan["tasks_per_node"])
     nodes = run_node_names(run_nodes)
     env = dict(os.environ)
@@ -159,6 +158,13 @@ def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
         }
     )
     env.update(shell_env())
+    return env, run_nodes, run_tpn
+
+
+def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
+    plan = report.plan
+    job_id = int(os.environ.get("CLUSTERKIT_JOB_ID", "1000"))
+    env, run_nodes, run_tpn = allocation_env(site, plan, job_id)
     out_name = _output_name(report, job_id, plan)
     note(
         "sbatch",
@@ -237,6 +243,31 @@ def shell_env() -> dict[str, str]:
     return env
 
 
+# --------------------------------------------------------------------------- salloc
+def salloc(argv: list[str]) -> int:
+    """Judge the request like sbatch, then run the command (default: a shell) in it."""
+    site = current_site("salloc")
+    try:
+        parsed = slurm_options.parse("salloc", argv)
+    except slurm_options.OptionError as exc:
+        print(f"salloc: {slurm._option_message(exc)}", file=sys.stderr)
+        return 1
+    command = parsed.get("command") or [os.environ.get("SHELL", "bash")]
+    opts = argv[: len(argv) - len(parsed.get("command") or [])]
+    report = check_slurm_script(Path("<salloc>"), site, opts, text="#!/bin/bash\n")
+    for f in report.findings:
+        print(str(f).replace("sbatch:", "salloc:"), file=sys.stderr)
+    if report.errors:
+        return 1
+    job_id = int(os.environ.get("CLUSTERKIT_JOB_ID", "1000"))
+    env, run_nodes, run_tpn = allocation_env(site, report.plan, job_id)
+    print(f"salloc: Granted job allocation {job_id}", file=sys.stderr, flush=True)
+    note("salloc", f"site {site.name}: {run_nodes} local node(s) x {run_tpn} task(s)")
+    code = subprocess.call(command, env=env)
+    print(f"salloc: Relinquishing job allocation {job_id}", file=sys.stderr)
+    return code
+
+
 # --------------------------------------------------------------------------- srun
 def srun(argv: list[str]) -> int:
     site = current_site("srun")
@@ -268,7 +299,7 @@ def srun(argv: list[str]) -> int:
         return 1
     run_nodes = alloc["run_nodes"][: min(step.nodes, len(alloc["run_nodes"]))]
     _, run_tpn = scaled(len(run_nodes), step.tasks_per_node)
-    run_tpn = min(run_tpn, alloc["run_tasks_per_node"] * len(alloc["run_nodes"]))
+    run_tpn = min(run_tpn, max_ranks())
     ntasks = min(step.ntasks, len(run_nodes) * run_tpn)
     step_id = int(env.get("CLUSTERKIT_NEXT_STEP", "0"))
     note(
@@ -479,6 +510,7 @@ def main(tool: str | None = None) -> None:
     argv = sys.argv[1:]
     handlers = {
         "sbatch": sbatch,
+        "salloc": salloc,
         "srun": srun,
         "scontrol": scontrol,
         "torchrun": torchrun_shim,
@@ -513,8 +545,4 @@ def _extra_handlers() -> dict:
     return out
 
 
-EXTRA_MODULES = (
-    "clusterkit.emulate.lsf",
-    "clusterkit.emulate.ddl",
-    "clusterkit.emulate.containers",
-)
+EXTRA_MODULES = ("clusterkit.emulate.lsf", "clusterkit.emulate.containers")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit import contracts
-from clusterkit.emulate import launch_env, slurm, torchrun
+from clusterkit.emulate import containers, launch_env, slurm, torchrun
 from clusterkit.emulate.modules import check_module_command
 from clusterkit.emulate.script import Command, JobScript, expand, read_script
 from clusterkit.errors import Finding
@@ -46,7 +46,7 @@ def ddl_inner(path, line, args, site):
 
 # name -> function(path, line, args, site) -> (inner command words, findings).
 # Emulators of wrapping launchers (containers, MPI wrappers) register themselves here.
-WRAPPERS: dict = {"ddlrun": ddl_inner, "bede-ddlrun": ddl_inner}
+WRAPPERS: dict = {"ddlrun": ddl_inner, "bede-ddlrun": ddl_inner, **containers.WRAPPERS}
 
 
 @dataclass

@@ -157,7 +157,14 @@ def read_script(path: Path | str, text: str | None = None, prefix: str = "#SBATC
     script = JobScript(path, text, shebang, directives, body_line)
     try:
         script.commands = body_commands(text)
-    except (bashlex.errors.ParsingError, NotImplementedError, AssertionError, IndexError) as exc:
+    except (
+        bashlex.errors.ParsingError,
+        NotImplementedError,
+        AssertionError,
+        IndexError,
+        AttributeError,
+        TypeError,
+    ) as exc:  # bashlex trips on some inputs (e.g. only comments)
         script.parse_error = str(exc)
         script.commands = _fallback_commands(text)
     return script

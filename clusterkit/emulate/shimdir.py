@@ -27,6 +27,9 @@ SHIMS = (
     "jsrun",
     "ddlrun",
     "bede-ddlrun",
+    "salloc",
+    "singularity",
+    "apptainer",
 )
 
 
