@@ -475,8 +475,7 @@ def evaluate_include(example) -> None:
 
         if re.search(r"^import horovod|^from horovod", text, re.M):
             # Horovod is built only by `nox -s horovod`, which runs these examples
-            BlockResult(page, line, "include", "compiled", f"{rel}; run by nox -s horovod"
-                        ).record()
+            BlockResult(page, line, "include", "compiled", f"{rel}; run by nox -s horovod").record()
             return
         if "argparse" in text:
             contracts.own_contract(path)  # its parser can be read without running it
