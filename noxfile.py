@@ -268,6 +268,8 @@ def horovod(session: nox.Session) -> None:
                 "HOROVOD_WITHOUT_TENSORFLOW": "1",
                 "HOROVOD_WITHOUT_MXNET": "1",
                 "HOROVOD_WITH_GLOO": "1",
+                # PyTorch here is a CUDA build: Horovod's CMake then looks for cudart
+                "CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda"),
                 "HOROVOD_WITHOUT_MPI": "1",
             },
         )
