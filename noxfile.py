@@ -1,4 +1,4 @@
-"""Sessions: lint · tests · docs · check · slurm · browser · horovod · linkcheck · serve.
+"""Sessions: lint · tests · docs · check · slurm · browser · linkcheck · serve.
 
 ``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
 PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
@@ -204,88 +204,6 @@ def browser(session: nox.Session) -> None:
         env={"CLUSTERKIT_SITE_HTML": str(html), "CLUSTERKIT_ARTIFACTS": str(BUILD / "artifacts")},
     )
     session.log(f"screenshots in {BUILD / 'artifacts'}")
-
-
-@nox.session(venv_backend="none")
-def horovod(session: nox.Session) -> None:
-    """Build Horovod 0.28.1 as users must today, then run the Horovod examples (not in CI).
-
-    Horovod's last release (0.28.1, 2023) does not build against current PyTorch as released:
-    its CMake files ask for C++14 while PyTorch's headers need C++17 (horovod#3996, fixed on
-    master by #3998 but never released), and build isolation hides torch. This session applies
-    the same two workarounds the how-to page shows: patch the C++ standard, and install with
-    --no-build-isolation. TensorFlow support is left out (HOROVOD_WITHOUT_TENSORFLOW=1).
-    """
-    apt_install(session, "cmake", "g++", "openmpi-bin", "libopenmpi-dev")
-    env = ml_env(session)
-    hvd_env = ROOT / ".nox" / "_horovod"
-    python = hvd_env / "bin" / "python"
-    if not python.exists():
-        session.run(sys.executable, "-m", "venv", str(hvd_env), external=True)
-        # see the shared environment's packages (torch) without copying them
-        site = next((ML_ENV / "lib").glob("python3*/site-packages"))
-        own = next((hvd_env / "lib").glob("python3*/site-packages"))
-        (own / "_ml_env.pth").write_text(str(site) + "\n")
-    hvd_bin = {"PATH": f"{hvd_env / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(hvd_env)}
-    probe = subprocess.run([str(python), "-c", "import horovod.torch"], capture_output=True)
-    if probe.returncode != 0:
-        src = Path(session.create_tmp()) / "horovod-src"
-        if src.exists():
-            shutil.rmtree(src)
-        run_ml(
-            session,
-            hvd_bin,
-            "python",
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-d",
-            str(src),
-            "horovod==0.28.1",
-        )
-        tarball = next(src.glob("horovod-0.28.1.tar.gz"))
-        session.run("tar", "-xzf", str(tarball), "-C", str(src), external=True)
-        tree = src / "horovod-0.28.1"
-        for cmake in tree.rglob("CMakeLists.txt"):
-            text = cmake.read_text()
-            if "CMAKE_CXX_STANDARD 14" in text:
-                cmake.write_text(text.replace("CMAKE_CXX_STANDARD 14", "CMAKE_CXX_STANDARD 17"))
-        run_ml(
-            session,
-            hvd_bin,
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "--no-build-isolation",
-            "--no-cache-dir",
-            str(tree),
-            extra_env={
-                "HOROVOD_WITH_PYTORCH": "1",
-                "HOROVOD_WITHOUT_TENSORFLOW": "1",
-                "HOROVOD_WITHOUT_MXNET": "1",
-                "HOROVOD_WITH_GLOO": "1",
-                # PyTorch here is a CUDA build: Horovod's CMake then looks for cudart
-                "CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda"),
-                "HOROVOD_WITHOUT_MPI": "1",
-            },
-        )
-    run_ml(
-        session,
-        hvd_bin,
-        "python",
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-v",
-        "tests/horovod",
-        *session.posargs,
-        extra_env={"CLUSTERKIT_REQUIRE_HOROVOD": "1"},
-    )
 
 
 @nox.session

@@ -474,8 +474,10 @@ def evaluate_include(example) -> None:
         from clusterkit import contracts
 
         if re.search(r"^import horovod|^from horovod", text, re.M):
-            # Horovod is built only by `nox -s horovod`, which runs these examples
-            BlockResult(page, line, "include", "compiled", f"{rel}; run by nox -s horovod").record()
+            # Horovod cannot be built in CI here; tests/horovod runs them where it is installed
+            BlockResult(
+                page, line, "include", "compiled", f"{rel}; Horovod not installed in CI"
+            ).record()
             return
         if "argparse" in text:
             contracts.own_contract(path)  # its parser can be read without running it
