@@ -159,6 +159,8 @@ def test_bsub_runs_the_job_with_jsm_ranks(emulated_env, tmp_path):
         )
     )
     env = dict(emulated_env, CLUSTERKIT_SITE="summit")
+    # buffered output: each rank writes its line at once, so the two ranks' lines stay whole
+    env.pop("PYTHONUNBUFFERED", None)
     r = subprocess.run(
         ["bsub", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120
     )
