@@ -168,6 +168,11 @@ class Partition:
     def max_walltime(self) -> str:
         return self.raw["max_walltime"]
 
+    @property
+    def size(self) -> int | None:
+        """Nodes in the partition: its own ``nodes``, else every node of its type."""
+        return self.raw.get("nodes") or self.node_type.raw.get("count")
+
 
 @dataclass(frozen=True)
 class Module:

@@ -68,13 +68,17 @@ def test_integer_options_parse_in_every_form(dest, value, form):
 
 @given(st.integers(0, 30), st.integers(0, 23), st.integers(0, 59), st.integers(0, 59))
 def test_time_formats(days, hours, minutes, seconds):
+    def secs(n: int) -> int | None:
+        return n or None  # "A time limit of zero requests that no time limit be imposed"
+
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    assert slurm.slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == total
-    assert slurm.slurm_time(f"{days}-{hours}:{minutes:02d}") == total - seconds
-    assert slurm.slurm_time(f"{days}-{hours}") == (days * 24 + hours) * 3600
-    assert slurm.slurm_time(f"{hours}:{minutes:02d}:{seconds:02d}") == total - days * 86400
-    assert slurm.slurm_time(str(minutes)) == minutes * 60  # a bare number is minutes
-    assert slurm.slurm_time(f"{minutes}:{seconds:02d}") == minutes * 60 + seconds
+    assert slurm.slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == secs(total)
+    assert slurm.slurm_time(f"{days}-{hours}:{minutes:02d}") == secs(total - seconds)
+    assert slurm.slurm_time(f"{days}-{hours}") == secs((days * 24 + hours) * 3600)
+    hms = total - days * 86400
+    assert slurm.slurm_time(f"{hours}:{minutes:02d}:{seconds:02d}") == secs(hms)
+    assert slurm.slurm_time(str(minutes)) == secs(minutes * 60)  # a bare number is minutes
+    assert slurm.slurm_time(f"{minutes}:{seconds:02d}") == secs(minutes * 60 + seconds)
 
 
 @pytest.mark.parametrize("bad", ["1:2:3:4", "abc", "1-2-3", "-5", "1h"])
@@ -89,12 +93,17 @@ def test_bad_times_are_refused(bad):
         ("gpu", (None, 1)),
         ("gpu:4", (None, 4)),
         ("gpu:v100:2", ("v100", 2)),
-        ("nvme:1,gpu:3", (None, 3)),
-        ("nvme:1", (None, 0)),
     ],
 )
 def test_gres(text, expected):
     assert slurm.gres_gpus(text) == expected
+
+
+@pytest.mark.parametrize("text", ["nvme:1", "nvme:1,gpu:3", "gpu:v100:x", "gpu:1:2:3"])
+def test_gres_slurm_refuses(text):
+    # the profiles (and the gres.conf made from them) describe GPUs only
+    with pytest.raises(slurm.SlurmValueError, match="generic resource"):
+        slurm.gres_gpus(text)
 
 
 @given(st.integers(1, 2**20), st.sampled_from(["", "K", "M", "G", "T"]))
@@ -228,3 +237,49 @@ def test_scontrol_show_hostnames(emulated_env):
         text=True,
     )
     assert r.stdout.split() == ["gpu001", "gpu002", "gpu003", "login1"]
+
+
+# The corpus that tests/slurm/ submits to a real Slurm configured from the profiles: its
+# directories hold that Slurm's verdicts, so the emulator is held to them here, on every run.
+CORPUS = sorted((ROOT / "tests" / "corpus" / "slurm").glob("*/*/*.sbatch"))
+
+
+@pytest.mark.parametrize("script", CORPUS, ids=lambda p: "/".join(p.parts[-3:]))
+def test_emulator_agrees_with_real_slurm_on_the_corpus(script):
+    site, verdict = script.parts[-3], script.parts[-2]
+    report = check_slurm_script(script, load_site(site))
+    errors = [str(f) for f in report.errors]
+    if verdict == "good":
+        assert errors == [], "Slurm accepts this script"
+    else:
+        assert errors, "Slurm refuses this script; the emulator let it through"
+        # each names the file and a line of it
+        assert all(e.startswith(f"{script.relative_to(ROOT)}:") for e in errors), errors
+
+
+def test_corpus_has_both_verdicts_for_each_slurm_site():
+    verdicts = {(p.parts[-3], p.parts[-2]) for p in CORPUS}
+    assert verdicts == {(s, v) for s in ("bede", "archer2") for v in ("good", "bad")}
+
+
+@pytest.mark.parametrize(
+    ("directives", "nodes", "tasks_per_node", "gpus_per_node"),
+    [
+        (["--ntasks=256"], 2, 128, 0),  # 128 CPUs (32 cores x SMT4) per V100 node
+        (["--gpus=9"], 3, 1, 3),
+        (["--nodes=2", "--ntasks=1"], 1, 1, 0),  # Slurm: "setting nnodes to 1"
+        (["--gpus-per-node=4", "--ntasks-per-gpu=2"], 1, 8, 4),
+        (["--partition=test,gpu", "--nodes=3"], 3, 1, 0),  # test allows 2: gpu takes it
+    ],
+)
+def test_shape_without_nodes_spreads_like_slurm(directives, nodes, tasks_per_node, gpus_per_node):
+    req = slurm.JobRequest(Path("job.sbatch"))
+    parsed = slurm_options.parse("sbatch", ["--account=bdXXXYY", "--time=1:00:00", *directives])
+    slurm._merge(req, parsed, 1)
+    findings, shape = slurm.check_job(req, load_site("bede"))
+    assert [f for f in findings if f.level == "error"] == []
+    assert (shape.nodes, shape.tasks_per_node, shape.gpus_per_node) == (
+        nodes,
+        tasks_per_node,
+        gpus_per_node,
+    )

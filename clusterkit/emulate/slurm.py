@@ -50,6 +50,8 @@ def slurm_time(text: str) -> int | None:
     t = text.strip()
     if t.lower() in {"infinite", "unlimited", "-1"}:
         return None
+    if re.fullmatch(r"[0:-]+", t) and re.search(r"\d", t):
+        return None  # "A time limit of zero requests that no time limit be imposed" (sbatch(1))
     m = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?(?::(\d+))?", t)
     if m:
         d, h = int(m[1]), int(m[2])
@@ -88,12 +90,19 @@ def count_with_type(text: str, what: str) -> tuple[str | None, int]:
 
 
 def gres_gpus(text: str) -> tuple[str | None, int]:
-    """GPUs per node in a ``--gres`` list: ``gpu``, ``gpu:N``, ``gpu:type:N`` (others ignored)."""
+    """GPUs per node in a ``--gres`` list: ``gpu``, ``gpu:N``, ``gpu:type:N``.
+
+    Another name (``nvme:1``) raises: the profiles describe GPUs only, as the generated
+    gres.conf does, and Slurm refuses a generic resource no node has.
+    """
     gpus_type, gpus = None, 0
     for item in text.split(","):
         fields = item.strip().split(":")
         if fields[0] != "gpu":
-            continue
+            raise SlurmValueError(
+                f"Invalid generic resource (gres) specification {text!r}: no node has "
+                f"a generic resource named {fields[0]!r} (only gpu)"
+            )
         if len(fields) == 1:
             gpus = 1
         elif len(fields) == 2:
@@ -234,6 +243,32 @@ def _resolve_int(req: JobRequest, dest: str, what: str, bad) -> int | None:
         return None
 
 
+def _check_partition_list(
+    req: JobRequest, site: Site, names: list[str]
+) -> tuple[list[Finding], Shape | None]:
+    """``--partition=a,b``: Slurm runs the job in the first listed partition that can take it,
+    and refuses it only when none can (or when a name is unknown)."""
+    unknown = [n for n in names if n not in site.partitions]
+    if unknown:
+        line = req.line("partition")
+        msg = (
+            f"sbatch: error: invalid partition specified: {unknown[0]} ({E_PARTITION}); "
+            f"{site.title} has {', '.join(sorted(site.partitions))}"
+        )
+        return [*req.findings, Finding(req.path, line, "partition-exists", msg)], None
+    first: tuple[list[Finding], Shape | None] | None = None
+    for name in names:
+        options = dict(req.options)
+        options["partition"] = Value(name, req.line("partition"))
+        one = JobRequest(req.path, options, list(req.findings))
+        findings, shape = check_job(one, site)
+        if not any(f.level == "error" for f in findings):
+            return findings, shape
+        first = first or (findings, shape)
+    assert first is not None
+    return first
+
+
 def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]:
     """Every rule a site's Slurm applies at submission; returns (findings, resolved shape)."""
     findings = list(req.findings)
@@ -256,13 +291,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
             )
             return findings, None
     elif "," in part_name:
-        bad(
-            "partition",
-            "partition-single",
-            "several partitions given; the examples use one "
-            f"partition so that the limits checked are those the job gets: {part_name}",
-        )
-        return findings, None
+        return _check_partition_list(req, site, part_name.split(","))
     elif part_name not in parts:
         bad(
             "partition",
@@ -318,6 +347,37 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
                     f"exceeds the {part.name} partition's limit of {part.max_walltime}",
                 )
 
+    # -- GPUs asked for (read first: without --nodes they decide how many nodes the job gets)
+    gpu_type = None
+    gres_gpn = per_node_gpus = total_gpus = per_task_gpus = None
+    gpu_dest = None
+    try:
+        if req.has("gres"):
+            gpu_type, gres_gpn = gres_gpus(req.get("gres") or "")
+            gpu_dest = "gres"
+        if req.has("gpus_per_node"):
+            gpu_type, per_node_gpus = count_with_type(req.get("gpus_per_node") or "", "--gpus")
+            gpu_dest = "gpus_per_node"
+        if req.has("gpus"):
+            gpu_type, total_gpus = count_with_type(req.get("gpus") or "", "--gpus")
+            gpu_dest = gpu_dest or "gpus"
+        if req.has("gpus_per_task"):
+            gpu_type, per_task_gpus = count_with_type(
+                req.get("gpus_per_task") or "", "--gpus-per-task"
+            )
+            gpu_dest = gpu_dest or "gpus_per_task"
+    except SlurmValueError as exc:
+        bad(gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
+    if gpu_type is not None:
+        bad(
+            gpu_dest,
+            "gpu-type",
+            f"sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+            f"specification: no {part.name} node has GPUs of type {gpu_type!r}; ask for a "
+            f"number only (the node's GPUs are {node.gpus} x {node.gpu_model or 'none'})",
+        )
+    gpn_asked = per_node_gpus if per_node_gpus is not None else gres_gpn
+
     # -- nodes and tasks
     nodes_min = nodes_max = None
     if req.has("nodes"):
@@ -327,66 +387,92 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
             bad("nodes", "option-value", f"sbatch: error: {exc}")
     ntasks = _resolve_int(req, "ntasks", "--ntasks", bad)
     tpn = _resolve_int(req, "ntasks_per_node", "--ntasks-per-node", bad)
+    tpg = _resolve_int(req, "ntasks_per_gpu", "--ntasks-per-gpu", bad)
     cpt = _resolve_int(req, "cpus_per_task", "--cpus-per-task", bad) or 1
-    nodes = nodes_min or 1
-    if nodes_min is None and ntasks and tpn:
+    hint = req.get("hint") or ""
+    cpu_limit = node.usable_cores if "nomultithread" in hint else node.cpus
+    if tpn is None and tpg and gpn_asked:
+        tpn = tpg * gpn_asked  # --ntasks-per-gpu with GPUs per node fixes the tasks per node
+    if nodes_min is not None:
+        nodes = nodes_min
+    elif ntasks and tpn:
         nodes = math.ceil(ntasks / tpn)
+    else:
+        # Without --nodes Slurm takes as many nodes as the tasks and GPUs need.
+        need = [1]
+        if ntasks and cpt <= cpu_limit:
+            need.append(math.ceil(ntasks / (cpu_limit // cpt)))
+        if node.gpus and total_gpus:
+            need.append(math.ceil(total_gpus / node.gpus))
+        if node.gpus and per_task_gpus and ntasks:
+            need.append(math.ceil(ntasks / max(1, node.gpus // per_task_gpus)))
+        nodes = max(need)
+    if ntasks and nodes > ntasks and nodes_min is not None:
+        bad(
+            "ntasks",
+            "tasks-per-node",
+            f"sbatch: warning: can't run {ntasks} processes on {nodes} nodes, setting nnodes "
+            f"to {ntasks}",
+            level="warning",
+        )
+        nodes = ntasks
     if tpn is None:
         tpn = math.ceil(ntasks / nodes) if ntasks else 1
     if ntasks is None:
         ntasks = nodes * tpn
     if nodes_min is not None and nodes_max is not None and nodes_min > nodes_max:
         bad("nodes", "node-count", f"sbatch: error: {E_NODES}: {req.get('nodes')}")
-    if part.max_nodes and nodes > part.max_nodes:
+    asked_max = max(nodes, nodes_max or 0)
+    if part.max_nodes and asked_max > part.max_nodes:
         bad(
             "nodes" if req.has("nodes") else "ntasks",
             "node-count",
-            f"sbatch: error: {E_NODES}: {nodes} nodes requested, partition {part.name} allows "
-            f"at most {part.max_nodes} per job",
+            f"sbatch: error: {E_NODES}: {req.get('nodes') or nodes} nodes requested, partition "
+            f"{part.name} allows at most {part.max_nodes} per job",
         )
-    if ntasks and nodes and ntasks < nodes:
+    elif part.size and nodes > part.size:
         bad(
-            "ntasks",
-            "tasks-per-node",
-            f"sbatch: error: {E_NODES}: --ntasks={ntasks} is fewer "
-            f"than the {nodes} nodes requested",
+            "nodes" if req.has("nodes") else gpu_dest or "ntasks",
+            "node-count",
+            f"sbatch: error: {E_NODES}: {nodes} nodes requested, partition {part.name} has "
+            f"{part.size}",
         )
 
     # -- CPUs per node
     cpus_node = tpn * cpt
-    hint = req.get("hint") or ""
-    limit = node.usable_cores if "nomultithread" in hint else node.cpus
     what = "cores" if "nomultithread" in hint else "CPUs (cores x threads)"
-    if cpus_node > limit:
-        dest = "cpus_per_task" if req.has("cpus_per_task") else "ntasks_per_node"
+    if cpus_node > cpu_limit:
+        dest = (
+            "cpus_per_task"
+            if req.has("cpus_per_task")
+            else "ntasks_per_gpu"
+            if req.has("ntasks_per_gpu") and not req.has("ntasks_per_node")
+            else "ntasks_per_node"
+            if req.has("ntasks_per_node")
+            else "ntasks"
+        )
         bad(
             dest,
             "cpus-per-node",
             f"sbatch: error: {E_CONFIG}: {tpn} tasks x {cpt} CPUs per "
-            f"task = {cpus_node} per node, but a {part.name} node ({node.name}) has {limit} "
+            f"task = {cpus_node} per node, but a {part.name} node ({node.name}) has {cpu_limit} "
             f"usable {what}",
         )
 
-    # -- GPUs
-    gpn = 0
-    gpu_dest = None
-    try:
-        if req.has("gres"):
-            _, gpn = gres_gpus(req.get("gres") or "")
-            gpu_dest = "gres"
-        if req.has("gpus_per_node"):
-            _, gpn = count_with_type(req.get("gpus_per_node") or "", "--gpus-per-node")
-            gpu_dest = "gpus_per_node"
-        if req.has("gpus"):
-            _, total = count_with_type(req.get("gpus") or "", "--gpus")
-            gpn = max(gpn, math.ceil(total / nodes))
-            gpu_dest = gpu_dest or "gpus"
-        if req.has("gpus_per_task"):
-            _, per_task = count_with_type(req.get("gpus_per_task") or "", "--gpus-per-task")
-            gpn = max(gpn, per_task * tpn)
-            gpu_dest = gpu_dest or "gpus_per_task"
-    except SlurmValueError as exc:
-        bad(gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
+    # -- GPUs per node
+    gpn = gpn_asked or 0
+    if total_gpus:
+        gpn = max(gpn, math.ceil(total_gpus / nodes))
+    if per_task_gpus:
+        if gpn_asked and req.has("ntasks_per_node") and gpn_asked != per_task_gpus * tpn:
+            bad(
+                "gpus_per_task",
+                "gpus-per-task",
+                f"sbatch: error: {E_CONFIG}: {gpn_asked} GPUs per node at --gpus-per-task="
+                f"{per_task_gpus} is {gpn_asked // per_task_gpus} task(s) per node, but "
+                f"--ntasks-per-node={tpn}",
+            )
+        gpn = max(gpn, per_task_gpus * tpn)
     if gpn and node.gpus == 0:
         bad(
             gpu_dest,
@@ -416,6 +502,20 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
                 )
         except SlurmValueError as exc:
             bad("mem", "option-value", f"sbatch: error: {exc}")
+    if req.has("mem_per_cpu"):
+        try:
+            per_cpu = slurm_mem_mb(req.get("mem_per_cpu") or "")
+        except SlurmValueError as exc:
+            bad("mem_per_cpu", "option-value", f"sbatch: error: {exc}")
+        else:
+            if per_cpu * cpus_node > node.memory_gb * 1024:
+                bad(
+                    "mem_per_cpu",
+                    "memory-per-node",
+                    f"sbatch: error: {E_CONFIG}: --mem-per-cpu={req.get('mem_per_cpu')} x "
+                    f"{cpus_node} CPUs per node = {per_cpu * cpus_node / 1024:g} GB, more than "
+                    f"the {node.memory_gb:g} GB of a {part.name} node",
+                )
 
     # -- QoS
     qos_name = req.get("qos")

@@ -1,14 +1,25 @@
 """A real Slurm, configured from the site profiles, judges the same scripts as the emulator.
 
-Run by ``nox -s slurm`` (root; it installs Debian's Slurm). Each Slurm site gets its own
-throw-away cluster (ci/slurm/start.sh): every job script in examples/<site>/ must pass
-``sbatch --test-only``, and on a corpus of good and broken scripts the emulator's verdict must
-equal Slurm's. A disagreement is a bug in the emulator or in the profile.
+Run by ``nox -s slurm`` (root; Debian's Slurm 22.05). Each Slurm site gets a throw-away cluster
+(ci/slurm/start.sh, configured by clusterkit/slurmconf.py) on which
+
+1. every job script in ``examples/<site>/`` passes ``sbatch --test-only``;
+2. on the corpus ``tests/corpus/slurm/<site>/{good,bad}/``, the emulator's verdict
+   (``check_slurm_script`` has errors or not) equals Slurm's (refused or accepted), and both
+   equal the directory's;
+3. a small two-node job really runs (Bede-shaped cluster), and, where PyTorch is installed, the
+   PyTorch examples run for real with tiny payloads.
+
+A disagreement between the emulator and Slurm is a bug in the emulator or in the profile; one
+already reported and not yet fixed is listed in KNOWN_DISAGREEMENTS (strict xfail: once fixed,
+the entry must go).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,249 +28,263 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.emulate import slurm as emu_slurm
 from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.script import read_script
 from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUIRED = os.environ.get("CLUSTERKIT_REQUIRE_SLURM") == "1"
-HAVE = os.geteuid() == 0 and all(shutil.which(t) for t in ("slurmctld", "slurmd", "sbatch"))
-if not HAVE:
-    if REQUIRED:
-        raise RuntimeError(
-            "CLUSTERKIT_REQUIRE_SLURM=1 but Slurm is not installed or we are "
-            "not root: run `nox -s slurm` as root"
-        )
-    pytest.skip(
-        "a real Slurm needs root and Debian's slurmctld/slurmd (nox -s slurm installs them)",
-        allow_module_level=True,
-    )
+CORPUS = ROOT / "tests" / "corpus" / "slurm"
+SITES = ("bede", "archer2")
+SCRIPT_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
-SITES = ["bede", "archer2"]
+# (site, "good|bad/<name>") -> what is wrong, for a disagreement found and not yet fixed
+# (strict xfail: a fixed one must leave the list). The 14 found when the corpus was written --
+# partition sizes, node ranges, spreading tasks and GPUs over nodes without --nodes, partition
+# lists, --time=0, --mem-per-cpu, gres names and GPU types, --gpus-per-task against
+# --ntasks-per-node, --ntasks-per-gpu -- are fixed; tests/test_emulate_slurm.py keeps the
+# emulator's side of each.
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
 
 
-@pytest.fixture(scope="module", params=SITES)
-def cluster(request, tmp_path_factory):
-    site = request.param
-    state = tmp_path_factory.mktemp(f"slurm-{site}")
-    env = dict(os.environ, PYTHON=sys.executable)
-    r = subprocess.run(
-        ["bash", str(ROOT / "ci/slurm/start.sh"), site, str(state)],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if r.returncode:
-        subprocess.run(["bash", str(ROOT / "ci/slurm/stop.sh"), str(state)])
-        pytest.fail(f"could not start Slurm for {site}:\n{r.stdout}\n{r.stderr}")
-    yield site, dict(os.environ, SLURM_CONF=str(state / "etc" / "slurm.conf"))
-    subprocess.run(["bash", str(ROOT / "ci/slurm/stop.sh"), str(state)], capture_output=True)
+# --------------------------------------------------------------------------- helpers
+class Disagreement(AssertionError):
+    """The emulator's verdict on a script differs from the real Slurm's."""
 
 
-def _real_verdict(script: Path, env: dict[str, str], extra=()) -> tuple[bool, str]:
+def real_verdict(script: Path, env: dict[str, str], *extra: str) -> tuple[bool, str]:
+    """(accepted, Slurm's own words) for ``sbatch --test-only [extra] script``."""
     r = subprocess.run(
         ["sbatch", "--test-only", *extra, str(script)],
         env=env,
         capture_output=True,
         text=True,
         cwd=script.parent,
+        timeout=60,
     )
     return r.returncode == 0, (r.stdout + r.stderr).strip()
 
 
-def _scaled(site: str, path: Path) -> list[str]:
-    """Command-line options that fit the job onto the two logical nodes per node type."""
-    report = check_slurm_script(path, load_site(site))
-    nodes = len(report.plan.get("nodes", []))
-    return ["--nodes=2"] if nodes > 2 else []
+def shim_verdict(script: Path, site: str) -> tuple[bool, str]:
+    """(accepted, messages) from the emulator's whole-script check."""
+    report = check_slurm_script(script, load_site(site))
+    return not report.errors, "; ".join(str(f) for f in report.errors) or "no errors"
 
 
-def test_every_example_passes_sbatch_test_only(cluster):
-    site, env = cluster
-    scripts = [
+def shim_submission_verdict(script: Path, site: str) -> tuple[bool, str]:
+    """(accepted, messages) from the emulator's checks of the #SBATCH lines alone -- what
+    ``sbatch`` itself judges (the body's modules and launchers are not Slurm's business)."""
+    req = emu_slurm.job_request(read_script(script, None, prefix="#SBATCH"))
+    findings, _ = emu_slurm.check_job(req, load_site(site))
+    errors = [f for f in findings if f.level == "error"]
+    return not errors, "; ".join(str(f) for f in errors) or "no errors"
+
+
+def example_scripts(site: str) -> list[Path]:
+    folder = ROOT / "examples" / site
+    if not folder.is_dir():
+        return []
+    return [
         p
-        for p in sorted((ROOT / "examples" / site).iterdir())
-        if p.is_file() and "#SBATCH" in p.read_text()
+        for p in sorted(folder.iterdir())
+        if p.suffix in SCRIPT_SUFFIXES
+        and re.search(r"^#SBATCH\s", p.read_text(encoding="utf-8", errors="replace"), re.M)
     ]
-    assert scripts, f"no Slurm scripts in examples/{site}"
-    for path in scripts:
-        ok, out = _real_verdict(path, env, _scaled(site, path))
-        assert ok, f"{path.relative_to(ROOT)} refused by Slurm: {out}"
 
 
-# (site, description, edit applied to the site's base script) -- expected verdicts are NOT
-# written here: Slurm decides, and the emulator must agree with it.
-BASE = {
-    "bede": (
-        "#!/bin/bash\n#SBATCH --account=bdXXXYY\n#SBATCH --partition=gpu\n"
-        "#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\n#SBATCH --time=01:00:00\nhostname\n"
-    ),
-    "archer2": (
-        "#!/bin/bash\n#SBATCH --account=t01\n#SBATCH --partition=standard\n"
-        "#SBATCH --qos=standard\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n"
-        "#SBATCH --cpus-per-task=16\n#SBATCH --time=01:00:00\nhostname\n"
-    ),
-}
-EDITS = {
-    "bede": [
-        ("as written", None),
-        ("five GPUs", ("--gres=gpu:4", "--gres=gpu:5")),
-        ("unknown partition", ("--partition=gpu", "--partition=gpu-big")),
-        ("over the time limit", ("--time=01:00:00", "--time=3-00:00:00")),
-        ("bad time syntax", ("--time=01:00:00", "--time=1:00:00:00")),
-        ("unknown option", ("--nodes=1", "--nodes=1 --frobnicate")),
-        ("no account", ("#SBATCH --account=bdXXXYY\n", "")),
-        ("too many CPUs per task", ("--gres=gpu:4", "--gres=gpu:4 --cpus-per-task=161")),
-        (
-            "Grace-Hopper test partition, 20 minutes",
-            (
-                "gpu\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\n#SBATCH --time=01:00:00",
-                "ghtest\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:1\n#SBATCH --time=00:20:00",
-            ),
-        ),
-        (
-            "Grace-Hopper test partition, 1 hour",
-            (
-                "gpu\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4",
-                "ghtest\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:1",
-            ),
-        ),
-    ],
-    "archer2": [
-        ("as written", None),
-        ("unknown QoS", ("--qos=standard", "--qos=premium")),
-        ("QoS of another partition", ("--qos=standard", "--qos=gpu-exc")),
-        ("no QoS", ("#SBATCH --qos=standard\n", "")),
-        ("short QoS over its time", ("--qos=standard", "--qos=short")),
-        (
-            "short QoS within its time",
-            (
-                "--qos=standard\n#SBATCH --nodes=2",
-                "--qos=short\n#SBATCH --nodes=2\n#SBATCH --time=00:10:00",
-            ),
-        ),
-        ("too many CPUs per node", ("--cpus-per-task=16", "--cpus-per-task=33")),
-        ("over the partition time", ("--time=01:00:00", "--time=3-00:00:00")),
-        ("GPUs on CPU nodes", ("--nodes=2", "--nodes=2\n#SBATCH --gpus=4")),
-        ("unknown account", ("--account=t01", "--account=Bad Account")),
-    ],
-}
-CASES = [(site, what, edit) for site, edits in EDITS.items() for what, edit in edits]
+def corpus_cases() -> list:
+    cases = []
+    for site in SITES:
+        for kind in ("good", "bad"):
+            for path in sorted((CORPUS / site / kind).glob("*.sbatch")):
+                case = f"{kind}/{path.stem}"
+                marks = []
+                if (site, case) in KNOWN_DISAGREEMENTS:
+                    reason = KNOWN_DISAGREEMENTS[(site, case)]
+                    marks.append(pytest.mark.xfail(reason=reason, raises=Disagreement, strict=True))
+                cases.append(pytest.param(site, path, id=f"{site}/{case}", marks=marks))
+    return cases
 
 
-def test_emulator_agrees_with_slurm(cluster, tmp_path):
-    site, env = cluster
-    disagreements = []
-    for case_site, what, edit in CASES:
-        if case_site != site:
-            continue
-        text = BASE[site]
-        if edit:
-            assert edit[0] in text, f"{site}/{what}: edit does not apply"
-            text = text.replace(*edit)
-        path = tmp_path / f"{what.replace(' ', '-').replace(',', '')}.sbatch"
-        path.write_text(text)
-        real_ok, real_out = _real_verdict(path, env)
-        report = check_slurm_script(path, load_site(site))
-        shim_ok = not report.errors
-        if real_ok != shim_ok:
-            disagreements.append(
-                f"{site} / {what}: Slurm {'accepts' if real_ok else 'refuses'}"
-                f" ({real_out}); emulator "
-                f"{'accepts' if shim_ok else 'refuses'} "
-                f"({'; '.join(map(str, report.errors))})"
-            )
-    assert not disagreements, "\n".join(disagreements)
-
-
-def test_a_two_node_job_really_runs(cluster, tmp_path):
-    site, env = cluster
-    if site != "bede":
-        pytest.skip("one real multi-node run (on the Bede-shaped cluster) is enough")
-    script = tmp_path / "two-nodes.sbatch"
-    script.write_text(
-        "#!/bin/bash\n#SBATCH --account=bdXXXYY\n#SBATCH --partition=gpu\n"
-        "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:1\n"
-        "#SBATCH --time=00:02:00\n#SBATCH --output=out-%j.txt\n"
-        "srun bash -c 'echo rank=$SLURM_PROCID node=$SLURM_NODEID "
-        "gpus=$CUDA_VISIBLE_DEVICES'\n"
-    )
-    r = subprocess.run(
-        ["sbatch", "--parsable", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path
-    )
-    assert r.returncode == 0, r.stderr
-    job = r.stdout.strip().split(";")[0]
-    out = tmp_path / f"out-{job}.txt"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        state = subprocess.run(
-            ["scontrol", "show", "job", job], env=env, capture_output=True, text=True
-        ).stdout
-        if "JobState=COMPLETED" in state or "JobState=FAILED" in state:
-            break
-        time.sleep(0.5)
-    assert "JobState=COMPLETED" in state, state
-    lines = sorted(out.read_text().split())
-    assert "rank=0" in lines and "rank=1" in lines and "node=1" in lines, out.read_text()
-
-
-# Examples that run for real under Slurm, scaled down: (site, script, trainer, options that
-# shrink the job, ranks expected).
-REAL_RUNS = [
-    ("bede", "pytorch-ddp-1node.sbatch", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
-    ("archer2", "pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
-]
-
-
-def _wait(job: str, env: dict[str, str], seconds: int) -> str:
+def wait_for(job: str, env: dict[str, str], seconds: float) -> str:
+    """``scontrol show job`` once the job has ended (or the time is up)."""
     deadline = time.monotonic() + seconds
     state = ""
     while time.monotonic() < deadline:
         state = subprocess.run(
             ["scontrol", "show", "job", job], env=env, capture_output=True, text=True
         ).stdout
-        if any(f"JobState={s}" in state for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")):
+        m = re.search(r"JobState=(\S+)", state)
+        if m and m[1] in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OOM"}:
             return state
-        time.sleep(1)
+        time.sleep(0.3)
     return state
 
 
-def test_examples_run_for_real(cluster, tmp_path):
+def submit(script: Path, env: dict[str, str], *extra: str) -> str:
+    r = subprocess.run(
+        ["sbatch", "--parsable", *extra, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=script.parent,
+        timeout=60,
+    )
+    assert r.returncode == 0, f"sbatch {script.name}: {r.stdout}{r.stderr}"
+    return r.stdout.strip().split(";")[0]
+
+
+# --------------------------------------------------------------------------- 1. examples
+@pytest.mark.parametrize("site", SITES)
+def test_site_has_slurm_examples(site):
+    assert example_scripts(site), f"no Slurm job scripts (#SBATCH lines) in examples/{site}/"
+
+
+@pytest.mark.parametrize(
+    ("site", "path"),
+    [pytest.param(site, p, id=f"{site}/{p.name}") for site in SITES for p in example_scripts(site)],
+)
+def test_example_passes_sbatch_test_only(site, path, slurm_env):
+    ok, out = real_verdict(path, slurm_env(site))
+    shim_ok, shim_out = shim_submission_verdict(path, site)
+    assert ok, f"{path.relative_to(ROOT)} refused by Slurm: {out}\nemulator: {shim_out}"
+    assert shim_ok, f"{path.relative_to(ROOT)}: Slurm accepts ({out}) but the emulator: {shim_out}"
+
+
+# --------------------------------------------------------------------------- 2. corpus
+@pytest.mark.parametrize(("site", "path"), corpus_cases())
+def test_emulator_agrees_with_slurm(site, path, slurm_env):
+    expected_ok = path.parent.name == "good"
+    real_ok, real_out = real_verdict(path, slurm_env(site))
+    shim_ok, shim_out = shim_verdict(path, site)
+    word = {True: "accepts", False: "refuses"}
+    summary = (
+        f"{path.relative_to(ROOT)} (expected: {word[expected_ok]})\n"
+        f"  Slurm {word[real_ok]}: {real_out}\n"
+        f"  emulator {word[shim_ok]}: {shim_out}"
+    )
+    assert real_ok == expected_ok, (
+        f"the corpus is wrong: Slurm disagrees with its folder:\n{summary}"
+    )
+    if real_ok != shim_ok:
+        raise Disagreement(f"emulator and Slurm disagree:\n{summary}")
+
+
+def test_corpus_covers_both_sites():
+    for site in SITES:
+        for kind in ("good", "bad"):
+            assert len(list((CORPUS / site / kind).glob("*.sbatch"))) >= 5, f"{site}/{kind}"
+
+
+# Accounts judged by the generated job_submit.lua (the profile's regex, translated to Lua
+# patterns) must be exactly those the profile accepts.
+ACCOUNT_PROBES = {
+    "bede": (
+        ["-p", "gpu", "-t", "10"],
+        ["bdabc12", "bd12345", "bdabc1", "bdabc123", "BDabc12", "xbdabc12", "bd-abc1", "bd"],
+    ),
+    "archer2": (
+        ["-p", "standard", "-q", "standard", "-t", "10"],
+        ["t01", "t012", "t0123", "e123-abc", "e12-x9", "e12-", "E12", "ab1", "t1", "t01_x"],
+    ),
+}
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_account_policy_matches_profile(site, slurm_env):
+    profile = load_site(site)
+    base, samples = ACCOUNT_PROBES[site]
+    samples = [profile.account["example"], *profile.account.get("placeholders", []), *samples]
+    wrong = []
+    for account in samples:
+        r = subprocess.run(
+            ["sbatch", "--test-only", *base, "-A", account, "--wrap", "hostname"],
+            env=slurm_env(site),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if (r.returncode == 0) != profile.account_ok(account):
+            wrong.append(
+                f"{account!r}: profile ok={profile.account_ok(account)}, Slurm: {r.stderr}"
+            )
+    assert not wrong, "\n".join(wrong)
+
+
+# --------------------------------------------------------------------------- 3. real runs
+@pytest.mark.parametrize("site", ["bede"])
+def test_two_node_job_runs(site, slurm_env, tmp_path):
+    """-N2 --ntasks-per-node=1 on the Bede-shaped cluster: one rank on each logical node."""
+    env = slurm_env(site)
+    script = tmp_path / "two-nodes.sbatch"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --account=bdXXXYY\n#SBATCH --partition=gpu\n"
+        "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:1\n"
+        "#SBATCH --time=00:02:00\n#SBATCH --output=out-%j.txt\n"
+        f"srun {sys.executable} -c 'import os; print("
+        '"rank", os.environ["SLURM_PROCID"], "node", os.environ["SLURM_NODEID"], '
+        '"gpus", os.environ.get("CUDA_VISIBLE_DEVICES"))'
+        "'\n"
+    )
+    shim_ok, shim_out = shim_verdict(script, site)
+    assert shim_ok, shim_out
+    job = submit(script, env)
+    state = wait_for(job, env, 60)
+    out = tmp_path / f"out-{job}.txt"
+    text = out.read_text() if out.is_file() else "(no output file)"
+    assert "JobState=COMPLETED" in state, f"{state}\n{text}"
+    lines = sorted(line.split() for line in text.splitlines() if line.startswith("rank"))
+    assert lines == [
+        ["rank", "0", "node", "0", "gpus", "0"],
+        ["rank", "1", "node", "1", "gpus", "0"],
+    ], text
+
+
+# Examples that run for real, scaled down: (site, script, trainer, extra sbatch options, ranks).
+# Each costs 20-30 s on two cores: the Bede multi-node one (srun ranks on two logical nodes that
+# meet at MASTER_ADDR, a node name) and the ARCHER2 single-node one (torchrun, 4 workers). The
+# Bede single-node torchrun example runs through the emulator (tests/test_examples_bede.py).
+REAL_RUNS = [
+    (
+        "bede",
+        "pytorch-ddp-multinode.sbatch",
+        "pytorch/train_resnet.py",
+        ["--time=00:10:00", "--ntasks-per-node=1", "--cpus-per-task=4"],
+        2,
+    ),
+    ("archer2", "pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
+]
+
+
+@pytest.mark.parametrize(
+    ("site", "script", "trainer", "extra", "ranks"),
+    [pytest.param(*r, id=f"{r[0]}/{r[1]}") for r in REAL_RUNS],
+)
+def test_example_runs_for_real(site, script, trainer, extra, ranks, slurm_env, tmp_path):
     """The job scripts users copy run under the real Slurm, with TRAIN_TINY=1 payloads."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed in this environment (nox -s slurm provides it)")
     from clusterkit import trainlog
     from clusterkit.emulate import shimdir
     from clusterkit.lmod import ensure_modulefiles
 
-    site, env = cluster
-    runs = [r for r in REAL_RUNS if r[0] == site]
-    assert runs, f"no real run for {site}"
-    for _, script, trainer, extra, ranks in runs:
-        job_dir = tmp_path / script
-        job_dir.mkdir()
-        shutil.copy(ROOT / "examples" / site / script, job_dir)
-        shutil.copy(ROOT / "examples" / trainer, job_dir)
-        run_env = dict(
-            env,
-            TRAIN_TINY="1",
-            OMP_NUM_THREADS="1",
-            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
-            CONDA_ROOT=str(shimdir.conda_root(shimdir.ensure())),
-            BASH_ENV="/usr/share/lmod/lmod/init/bash",
-            MODULEPATH=str(ensure_modulefiles(load_site(site))),
-        )
-        r = subprocess.run(
-            ["sbatch", "--parsable", *extra, script],
-            env=run_env,
-            capture_output=True,
-            text=True,
-            cwd=job_dir,
-        )
-        assert r.returncode == 0, r.stderr
-        job = r.stdout.strip().split(";")[0]
-        state = _wait(job, env, 300)
-        outs = sorted(job_dir.glob("*.out"))
-        out = outs[-1].read_text() if outs else "(no output file)"
-        assert "JobState=COMPLETED" in state, f"{script}: {state}\n{out}"
-        records = trainlog.parse(out)
-        seen = {rec.fields["rank"] for rec in records if rec.kind == "train"}
-        assert seen == set(range(ranks)), f"{script}:\n{out}"
+    env = slurm_env(site)
+    shutil.copy(ROOT / "examples" / site / script, tmp_path)
+    shutil.copy(ROOT / "examples" / trainer, tmp_path)
+    run_env = dict(
+        env,
+        TRAIN_TINY="1",
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+        CONDA_ROOT=str(shimdir.conda_root(shimdir.ensure())),
+        BASH_ENV="/usr/share/lmod/lmod/init/bash",
+        MODULEPATH=str(ensure_modulefiles(load_site(site))),
+    )
+    job = submit(tmp_path / script, run_env, *extra)
+    state = wait_for(job, env, 240)
+    outs = sorted(tmp_path.glob("*.out"))
+    out = outs[-1].read_text() if outs else "(no output file)"
+    assert "JobState=COMPLETED" in state, f"{script}: {state}\n{out}"
+    seen = {rec.fields["rank"] for rec in trainlog.parse(out) if rec.kind == "train"}
+    assert seen == set(range(ranks)), f"{script}:\n{out}"
