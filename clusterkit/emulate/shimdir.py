@@ -27,6 +27,7 @@ SHIMS = (
     "jsrun",
     "ddlrun",
     "bede-ddlrun",
+    "bede-mpirun",
     "salloc",
     "singularity",
     "apptainer",
