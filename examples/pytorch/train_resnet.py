@@ -1,19 +1,16 @@
 #!/usr/bin/env python3
 """Train a torchvision image classifier (ResNet-50 by default) on one device or with DDP.
 
-Launch it the way your site launches parallel jobs; the script reads its rank from the launcher:
+Launch it the way your site launches parallel jobs; the script finds its rank itself:
 
-    python train_resnet.py                                   # one process
-    torchrun --standalone --nproc_per_node=4 train_resnet.py # one node, one worker per GPU
-    srun python train_resnet.py                              # one Slurm task per GPU
-    jsrun -r1 -a6 -g6 python train_resnet.py                 # LSF/JSM (one rank per GPU)
+    python train_resnet.py                                    # one process, one GPU (or CPU)
+    torchrun --standalone --nproc_per_node=4 train_resnet.py  # one node, one rank per GPU
+    srun python train_resnet.py                               # one Slurm task per GPU
+    jsrun -r1 -a6 -g6 python train_resnet.py                  # LSF/JSM (Summit): one rank per GPU
+    mpirun -np 8 python train_resnet.py                       # Open MPI
 
 Without --data-dir it trains on synthetic images, which measures throughput without any I/O.
-Every rank logs one line per --log-every steps:
-
-    [train] rank=0/4 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=812.3
-
-and rank 0 ends with ``[summary] ranks=4 steps=400 img_s=3240.9 time_s=51.12``.
+The file has no dependencies beyond torch and torchvision: copy it into your job directory.
 """
 
 from __future__ import annotations
@@ -21,95 +18,188 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
+import re
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
+import torch.nn as nn
 import torchvision
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-# What --tiny (or TRAIN_TINY=1) changes: a run of a few seconds on a CPU, used by CI.
-TINY = {
-    "image_size": 32,
-    "batch_size": 4,
-    "steps": 6,
-    "steps_per_epoch": 3,
-    "workers": 0,
-    "log_every": 2,
-    "checkpoint_every": 3,
-    "num_classes": 10,
-}
-TINY_SOFT = {"log_every", "checkpoint_every"}  # kept when given explicitly
+# --tiny (or TRAIN_TINY=1): a run of a few seconds on a CPU, the setting CI uses. These values
+# replace whatever was given; everything else keeps its value.
+TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "steps_per_epoch": 3, "workers": 0}
+# ... and these replace only defaults, so that an explicit --log-every/--checkpoint-every stays.
+TINY_DEFAULTS = {"log_every": 2, "checkpoint_every": 3}
+
+EPILOG = """\
+learning rate:
+  The peak learning rate is --lr x global batch / 256 (global batch = ranks x --batch-size),
+  reached by a linear warm-up over --warmup-epochs (at most a fifth of the run), then
+  decayed to zero by a cosine. --lr defaults to 0.1 for sgd and 0.001 for adamw.
+
+output (one line per event, flushed; every rank prints [train] lines):
+  [train] rank=0/2 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=123.4
+  [eval] rank=0/2 epoch=0 top1=0.0012 top5=0.0050 loss=6.912345
+  [checkpoint] step=500 path=checkpoints/ckpt-step00000500.pt
+  [resume] step=500 path=checkpoints/ckpt-step00000500.pt
+  [preempted] step=730
+  [summary] ranks=2 steps=1000 img_s=246.8 time_s=12.34
+  step counts optimizer steps since the start of training; img_s in [train] is that rank's
+  images/s since its previous line, in [summary] all ranks' images/s after --warmup-steps.
+
+checkpoints and preemption:
+  Rank 0 writes <checkpoint-dir>/ckpt-stepNNNNNNNN.pt every --checkpoint-every steps and at the
+  end. A new run resumes from the newest checkpoint there that loads. SIGUSR1 or SIGTERM makes
+  every rank stop at the same step: rank 0 checkpoints and the program exits with status 0.
+
+--tiny / TRAIN_TINY=1:
+  image-size 32, batch-size 4, steps 6, steps-per-epoch 3, workers 0; log-every 2 and
+  checkpoint-every 3 unless given. TRAIN_TINY_STEPS=N makes a tiny run N steps long.
+"""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's line breaks and shows each option's default when it has one."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        shown = action.default is not None and action.default is not False
+        if shown and action.default != argparse.SUPPRESS and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=HelpFormatter
     )
-    p.add_argument("--arch", default="resnet50", help="any torchvision classification model")
-    p.add_argument(
+    models = sorted(torchvision.models.list_models(module=torchvision.models))
+    data = p.add_argument_group("model and data")
+    data.add_argument(
+        "--arch",
+        default="resnet50",
+        choices=models,
+        metavar="NAME",
+        help="torchvision classification model: resnet18, resnet50, vit_b_16, ...",
+    )
+    data.add_argument(
         "--data-dir",
         type=Path,
-        help="ImageNet-style folder with train/<class>/*.JPEG; synthetic if omitted",
+        metavar="DIR",
+        help="ImageNet-style folder, DIR/train/<class>/*.JPEG (and DIR/val/<class>/ for "
+        "--eval-every-epoch); synthetic images if not given",
     )
-    p.add_argument("--num-classes", type=int, default=1000, help="classes of synthetic data")
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--batch-size", type=int, default=64, help="images per GPU (per rank)")
-    p.add_argument("--epochs", type=int, default=90)
-    p.add_argument("--steps", type=int, help="stop after this many optimizer steps in total")
-    p.add_argument("--steps-per-epoch", type=int, default=500, help="length of a synthetic epoch")
-    p.add_argument(
+    data.add_argument(
+        "--num-classes", type=int, default=1000, metavar="N", help="classes of synthetic data"
+    )
+    data.add_argument("--image-size", type=int, default=224, metavar="PIXELS", help="crop size")
+    data.add_argument(
+        "--batch-size", type=int, default=64, metavar="N", help="images per rank per step"
+    )
+    data.add_argument(
+        "--workers", type=int, default=4, metavar="N", help="data loader processes per rank"
+    )
+    data.add_argument(
+        "--mp-start-method",
+        choices=["fork", "forkserver", "spawn"],
+        help="how data loader processes start; by default forkserver under an MPI launcher "
+        "(forked workers can crash there), fork otherwise",
+    )
+
+    length = p.add_argument_group("length")
+    length.add_argument("--epochs", type=int, default=90, metavar="N", help="epochs to train")
+    length.add_argument(
+        "--steps", type=int, metavar="N", help="optimizer steps in total, instead of --epochs"
+    )
+    length.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        metavar="N",
+        help="length of an epoch: 500 steps for synthetic data; caps a real-data epoch",
+    )
+
+    opt = p.add_argument_group("optimisation")
+    opt.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd", help="optimizer")
+    opt.add_argument(
         "--lr",
         type=float,
-        default=0.1,
-        help="learning rate for a global batch of 256; scaled linearly with the "
-        "global batch (ranks x --batch-size)",
+        help="learning rate for a global batch of 256 (see below); 0.1 for sgd, 0.001 for adamw",
     )
-    p.add_argument("--warmup-epochs", type=float, default=5.0)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--weight-decay", type=float, default=5e-5)
-    p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument(
+    opt.add_argument("--momentum", type=float, default=0.9, help="sgd's momentum")
+    opt.add_argument(
+        "--weight-decay", type=float, metavar="WD", help="1e-4 for sgd, 0.05 for adamw"
+    )
+    opt.add_argument("--label-smoothing", type=float, default=0.1, metavar="X", help="of the loss")
+    opt.add_argument(
+        "--warmup-epochs", type=float, default=5.0, metavar="X", help="learning-rate warm-up"
+    )
+
+    speed = p.add_argument_group("speed")
+    speed.add_argument(
         "--precision",
         choices=["fp32", "bf16", "fp16"],
         default="fp32",
-        help="fp16 uses loss scaling; bf16 needs Ampere or newer GPUs",
+        help="autocast dtype; fp16 adds loss scaling; bf16 wants Ampere/MI200 or newer GPUs",
     )
-    p.add_argument("--channels-last", action="store_true", help="NHWC memory format")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--workers", type=int, default=4, help="data loader processes per rank")
-    p.add_argument(
-        "--mp-start-method",
-        choices=["fork", "forkserver", "spawn"],
-        help="how loader workers start; default forkserver under MPI launchers "
-        "(forked workers can crash there), else fork",
+    speed.add_argument("--channels-last", action="store_true", help="NHWC memory format")
+    speed.add_argument("--compile", action="store_true", help="torch.compile the model")
+
+    par = p.add_argument_group("devices and ranks")
+    par.add_argument(
+        "--device", choices=["auto", "cuda", "cpu"], default="auto", help="auto: cuda if any"
     )
-    p.add_argument(
+    par.add_argument(
         "--backend",
         choices=["auto", "nccl", "gloo", "mpi"],
         default="auto",
-        help="auto: nccl (RCCL on ROCm) with GPUs, gloo on CPU",
+        help="auto: nccl with GPUs (RCCL on ROCm builds), gloo on CPU",
     )
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
-    p.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints")
-    p.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
-    p.add_argument("--log-every", type=int, default=20)
-    p.add_argument(
-        "--warmup-steps", type=int, default=5, help="steps left out of the summary throughput"
+
+    ck = p.add_argument_group("checkpoints and output")
+    ck.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=Path("checkpoints"),
+        metavar="DIR",
+        help="where checkpoints are written and resumed from",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
+    ck.add_argument("--checkpoint-every", type=int, default=500, metavar="N", help="steps")
+    ck.add_argument("--keep", type=int, default=3, metavar="N", help="checkpoints kept")
+    ck.add_argument("--log-every", type=int, default=20, metavar="N", help="steps")
+    ck.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=5,
+        metavar="N",
+        help="first steps of a run left out of the [summary] throughput (at most half the run)",
+    )
+    ck.add_argument(
+        "--eval-every-epoch",
+        action="store_true",
+        help="top-1/top-5 accuracy on held-out data (synthetic, or DIR/val) after each epoch",
+    )
+
+    misc = p.add_argument_group("reproducibility and CI")
+    misc.add_argument("--seed", type=int, default=0, metavar="N", help="of weights and data")
+    misc.add_argument(
+        "--deterministic",
+        action=argparse.BooleanOptionalAction,
+        help="deterministic algorithms, for bit-reproducible runs on CPU; on by default on "
+        "CPUs, off on GPUs",
+    )
+    misc.add_argument(
         "--tiny",
         action="store_true",
-        help="CI setting: "
-        + ", ".join(f"{k}={v}" for k, v in TINY.items())
-        + "; the environment variable TRAIN_TINY=1 does the same",
+        help="a run of seconds on a CPU (see below); the environment variable TRAIN_TINY=1 "
+        "does the same",
     )
     return p
 
@@ -118,153 +208,404 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.tiny or os.environ.get("TRAIN_TINY") == "1":
+        args.tiny = True
         for key, value in TINY.items():
-            # logging and checkpoint intervals given on the command line are kept
-            if key not in TINY_SOFT or getattr(args, key) == parser.get_default(key):
+            setattr(args, key, value)
+        for key, value in TINY_DEFAULTS.items():
+            if getattr(args, key) == parser.get_default(key):
                 setattr(args, key, value)
-        if os.environ.get("TRAIN_TINY_STEPS"):
+        if os.environ.get("TRAIN_TINY_STEPS", "").isdigit():
             args.steps = int(os.environ["TRAIN_TINY_STEPS"])
+    for name in ("batch_size", "image_size", "epochs", "log_every", "checkpoint_every", "keep"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("steps", "steps_per_epoch"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.workers < 0 or args.warmup_steps < 0:
+        parser.error("--workers and --warmup-steps cannot be negative")
     if args.data_dir is not None:
-        train = args.data_dir / "train"
-        if not train.is_dir():
-            parser.error(f"--data-dir {args.data_dir}: no train/ directory in it")
-        if not any(p.is_dir() for p in train.iterdir()):
-            parser.error(f"--data-dir {args.data_dir}: train/ holds no class directories")
-    if args.arch not in torchvision.models.list_models(module=torchvision.models):
-        parser.error(f"--arch {args.arch}: not a torchvision classification model")
+        problem = check_image_folder(args.data_dir, "train")
+        if problem is None and args.eval_every_epoch:
+            problem = check_image_folder(args.data_dir, "val")
+        if problem:
+            parser.error(f"--data-dir {args.data_dir}: {problem}")
+    if args.lr is None:
+        args.lr = 0.1 if args.optimizer == "sgd" else 0.001
+    if args.weight_decay is None:
+        args.weight_decay = 1e-4 if args.optimizer == "sgd" else 0.05
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this machine (or this PyTorch build) has no usable GPU")
+    if args.backend == "mpi" and not dist.is_mpi_available():
+        parser.error("--backend mpi: this PyTorch build has no MPI support (pip wheels never do)")
     return args
 
 
-# --------------------------------------------------------------------------- distribution
-def launcher_env() -> tuple[int, int, int, str]:
-    """(rank, world size, local rank, launcher) from whichever launcher started us."""
+def check_image_folder(root: Path, split: str) -> str | None:
+    """What is wrong with root/split as an ImageFolder, cheaply (a full scan is slow on Lustre)."""
+    if not root.exists():
+        return "no such directory"
+    if not root.is_dir():
+        return "not a directory"
+    if not (root / split).is_dir():
+        return f"no {split}/ directory in it (expected {split}/<class>/<image> files)"
+    for entry in os.scandir(root / split):
+        if entry.is_dir() and any(True for _ in os.scandir(entry.path)):
+            return None
+    return f"{split}/ holds no class directories with images"
+
+
+class Abort(Exception):
+    """An error for the user: printed as one line, no traceback."""
+
+
+def log(*parts) -> None:
+    print(*parts, flush=True)
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- ranks and devices
+# (launcher, rank, world size, local rank): the first whose rank variable is set wins.
+# torchrun first: a job script may run torchrun under srun or mpirun. MPI launchers before Slurm:
+# ranks that mpirun starts inside a Slurm job inherit the batch shell's SLURM_PROCID=0.
+LAUNCHERS = [
+    ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    ("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("jsrun", "JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE", "JSM_NAMESPACE_LOCAL_RANK"),
+    ("srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS|SLURM_NTASKS", "SLURM_LOCALID"),
+    ("pmix", "PMIX_RANK", "WORLD_SIZE", "LOCAL_RANK"),  # PMIx exports no size: set WORLD_SIZE
+    ("mpiexec", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),  # MPICH and Intel MPI (hydra)
+]
+MPI_PREFIXES = ("OMPI_", "PMIX_", "JSM_", "PMI_")
+
+
+def launcher_env() -> tuple[str, int, int, int]:
     env = os.environ
-    for rank, size, local, name in [
-        ("RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"),
-        ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "srun"),
-        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpi"),
-        ("JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE", "JSM_NAMESPACE_LOCAL_RANK", "jsrun"),
-        ("PMIX_RANK", "WORLD_SIZE", "LOCAL_RANK", "pmix"),
-    ]:
-        if rank in env and size in env:
-            return int(env[rank]), int(env[size]), int(env.get(local, 0)), name
-    return 0, 1, 0, "none"
+    for name, rank, sizes, local in LAUNCHERS:
+        if rank in env:
+            size = next((v for v in sizes.split("|") if v in env), None)
+            if size is None:
+                want = sizes.split("|")[-1]
+                raise Abort(f"{rank} is set but {want} is not: export {want}=<number of ranks>")
+            return name, int(env[rank]), int(env[size]), int(env.get(local, "0"))
+    return "none", 0, 1, 0
 
 
-def setup_distributed(args) -> tuple[int, int, int, torch.device]:
-    rank, world, local, launcher = launcher_env()
+def ranks_per_node(world: int) -> int:
+    env = os.environ
+    for var in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
+        if env.get(var, "").isdigit():
+            return int(env[var])
+    for var in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):  # e.g. "4(x2)"
+        m = re.match(r"\d+", env.get(var, ""))
+        if m:
+            return int(m[0])
+    return world  # assume they all share one node
+
+
+def limit_threads(launcher: str, rank: int, world: int) -> None:
+    """Hand-launched ranks each start one thread per core: several ranks on a node then fight
+    over the cores (torchrun avoids this by setting OMP_NUM_THREADS=1)."""
+    per_node = min(world, ranks_per_node(world))
+    if "OMP_NUM_THREADS" in os.environ or launcher == "torchrun" or per_node < 2:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    per_task = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    threads = int(per_task) if per_task.isdigit() else max(1, (cores or 1) // per_node)
+    torch.set_num_threads(threads)
+    if rank == 0:
+        warn(
+            f"OMP_NUM_THREADS is not set and {per_node} ranks share a node: using {threads} "
+            "thread(s) per rank; set OMP_NUM_THREADS in the job script to choose"
+        )
+
+
+def master_address_help(launcher: str) -> str:
+    if launcher == "jsrun":
+        first = '$(sort -u "$LSB_DJOB_HOSTFILE" | grep -v -e batch -e login | head -n 1)'
+    elif launcher == "mpirun":
+        first = "$(hostname)  (and pass -x MASTER_ADDR -x MASTER_PORT to mpirun)"
+    else:
+        first = '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+    return f"export MASTER_PORT=29500 MASTER_ADDR={first}"
+
+
+def setup(args):
+    """Rank, world size, device, process group for small messages, and a line about them."""
+    launcher, rank, world, local_rank = launcher_env()
+    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if world > 1 and missing and args.backend != "mpi":
+        nor = f" (nor {missing[1]})" if len(missing) > 1 else ""
+        raise Abort(
+            f"{missing[0]} is not set{nor}: {launcher} started {world} ranks but does not say "
+            f"where they meet. In the job script: {master_address_help(launcher)}"
+        )
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if args.deterministic is None:
+        args.deterministic = not use_cuda
     if use_cuda:
-        torch.cuda.set_device(local % torch.cuda.device_count())
-        device = torch.device("cuda", torch.cuda.current_device())
-        torch.backends.cudnn.benchmark = True
+        if args.deterministic:  # cuBLAS needs this before its first call
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        # ranks on a node share its GPUs round-robin
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        # autotune convolutions for the fixed input shape; allow TF32 matmuls (Ampere+)
+        torch.backends.cudnn.benchmark = not args.deterministic
+        torch.set_float32_matmul_precision("high")
     else:
         device = torch.device("cpu")
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    limit_threads(launcher, rank, world)
+
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if use_cuda else "gloo"
+    if backend == "nccl" and not use_cuda:
+        raise Abort("--backend nccl needs GPUs; use gloo on CPU")
+    control = None
     if world > 1:
-        if launcher != "torchrun":
-            for var in ("MASTER_ADDR", "MASTER_PORT"):
-                if var not in os.environ:
-                    sys.exit(
-                        f"error: {var} is not set; {launcher} does not set it. In the job "
-                        "script: export MASTER_ADDR=$(scontrol show hostnames "
-                        '"$SLURM_JOB_NODELIST" | head -n 1) MASTER_PORT=29500'
-                    )
-            os.environ.setdefault("RANK", str(rank))
-            os.environ.setdefault("WORLD_SIZE", str(world))
-            if "OMP_NUM_THREADS" not in os.environ:
-                # torchrun sets OMP_NUM_THREADS=1; ranks started by hand otherwise each use
-                # every core of the node and slow each other down
-                per_node = int(os.environ.get("SLURM_NTASKS_PER_NODE", "0") or 0) or world
-                torch.set_num_threads(max(1, (os.cpu_count() or 1) // per_node))
-                if rank == 0:
-                    print(
-                        f"warning: OMP_NUM_THREADS is not set; using "
-                        f"{torch.get_num_threads()} threads per rank",
-                        flush=True,
-                    )
-        backend = args.backend
-        if backend == "auto":
-            backend = "nccl" if use_cuda else "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=world)
-    return rank, world, local, device
+        os.environ.setdefault("RANK", str(rank))
+        os.environ.setdefault("WORLD_SIZE", str(world))
+        try:
+            if backend == "mpi":
+                dist.init_process_group("mpi")
+            else:
+                dist.init_process_group(backend, rank=rank, world_size=world)
+        except (RuntimeError, ValueError) as exc:
+            where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise Abort(
+                f"rank {rank} could not join the {backend} group at {where}: {first}"
+            ) from None
+        # Small CPU-side agreements (stop flag, checkpoint choice) go over gloo, so that they
+        # never wait for the GPU.
+        control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+    about = (
+        f"{args.arch}: {world} rank(s) ({launcher}), device {device.type}, "
+        f"backend {backend if world > 1 else '-'}, batch {args.batch_size} per rank, "
+        f"{torch.get_num_threads()} CPU thread(s) per rank, torch {torch.__version__}"
+    )
+    return rank, world, device, control, about
 
 
 # --------------------------------------------------------------------------- data
 class SyntheticImages(Dataset):
-    """Random images whose content depends only on (seed, index): resumed runs see the same."""
+    """Random uint8 images and labels; sample i depends only on (seed, split, i), so a resumed
+    run sees exactly the batches that an uninterrupted one would have seen."""
 
-    def __init__(self, length: int, size: int, classes: int, seed: int):
-        self.length, self.size, self.classes, self.seed = length, size, classes, seed
+    def __init__(self, length: int, size: int, classes: int, seed: int, split: int = 0):
+        self.length, self.size, self.classes = length, size, classes
+        self.base = (seed << 42) + (split << 40)
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, index: int):
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
-        image = torch.randn(3, self.size, self.size, generator=g)
-        label = int(torch.randint(self.classes, (1,), generator=g))
-        return image, label
+        # The CPU generator keeps only 32 bits of its seed: mix all 64 bits into those.
+        g = torch.Generator().manual_seed(splitmix64(self.base + index) & 0xFFFFFFFF)
+        n = 3 * self.size * self.size
+        # random 64-bit integers viewed as bytes: ten times faster than randint on uint8
+        words = torch.randint(-(2**63), 2**63 - 1, ((n + 7) // 8,), dtype=torch.int64, generator=g)
+        image = words.view(torch.uint8)[:n].view(3, self.size, self.size)
+        return image, int(torch.randint(self.classes, (1,), generator=g))
 
 
-def build_dataset(args, world: int):
-    if args.data_dir is None:
-        length = args.steps_per_epoch * args.batch_size * world
-        return SyntheticImages(length, args.image_size, args.num_classes, args.seed)
+def splitmix64(x: int) -> int:
+    """A well-mixed 64-bit hash of x (the finaliser of the SplitMix64 generator)."""
+    mask = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def image_folder(args, split: str):
     from torchvision import transforms
 
-    tf = transforms.Compose(
-        [
-            transforms.RandomResizedCrop(args.image_size),
-            transforms.RandomHorizontalFlip(),
-            transforms.ToTensor(),
-            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    if split == "train":
+        steps = [transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip()]
+    else:
+        steps = [
+            transforms.Resize(args.image_size * 8 // 7),
+            transforms.CenterCrop(args.image_size),
         ]
+    # uint8 tensors, normalised on the device: a quarter of the bytes to copy. (With --workers
+    # above 0, the random crops after a resume differ from those of an uninterrupted run.)
+    steps.append(transforms.PILToTensor())
+    return torchvision.datasets.ImageFolder(args.data_dir / split, transforms.Compose(steps))
+
+
+class ResumableSampler(DistributedSampler):
+    """DistributedSampler that can start part-way into an epoch (after a resume)."""
+
+    skip = 0
+
+    def __iter__(self):
+        return iter(list(super().__iter__())[self.skip :])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.skip
+
+
+def make_loader(args, dataset, rank: int, world: int, device, shuffle: bool):
+    sampler = ResumableSampler(
+        dataset, world, rank, shuffle=shuffle, seed=args.seed, drop_last=shuffle
     )
-    return torchvision.datasets.ImageFolder(args.data_dir / "train", transform=tf)
+    context = None
+    if args.workers > 0:
+        # DataLoader workers forked from a process that MPI has initialised can segfault or hang
+        # (the MPI library's threads and memory registrations do not survive fork), so under
+        # MPI launchers the default is forkserver; see Horovod PR #1824 and PyTorch's
+        # "multiprocessing best practices".
+        context = args.mp_start_method or (
+            "forkserver" if any(k.startswith(MPI_PREFIXES) for k in os.environ) else "fork"
+        )
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.workers,
+        drop_last=shuffle,
+        pin_memory=device.type == "cuda",
+        persistent_workers=args.workers > 0,
+        multiprocessing_context=context,
+    )
+    return loader, sampler
 
 
-def mp_context(args, launcher: str):
-    if args.workers == 0:
-        return None
-    method = args.mp_start_method
-    if method is None:
-        under_mpi = any(k.startswith(("OMPI_", "PMIX_", "JSM_")) for k in os.environ)
-        method = "forkserver" if under_mpi else "fork"
-    return method
+class ToDevice:
+    """Copy a batch to the device and normalise it there (as transforms.Normalize would)."""
+
+    def __init__(self, device, memory_format):
+        self.device, self.memory_format = device, memory_format
+        self.mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor([0.229, 0.224, 0.225], device=device).view(1, 3, 1, 1) * 255
+
+    def __call__(self, images, labels):
+        images = images.to(self.device, non_blocking=True).float()
+        images = ((images - self.mean) / self.std).contiguous(memory_format=self.memory_format)
+        return images, labels.to(self.device, non_blocking=True)
 
 
 # --------------------------------------------------------------------------- checkpoints
+CKPT = re.compile(r"ckpt-step(\d+)\.pt$")
+UMASK = os.umask(0o022)
+os.umask(UMASK)
+
+
 def checkpoints(directory: Path) -> list[Path]:
-    return sorted(directory.glob("ckpt-step*.pt"))
+    """Checkpoints in directory, oldest first."""
+    found = [p for p in directory.glob("ckpt-step*.pt") if CKPT.search(p.name)]
+    return sorted(found, key=lambda p: int(CKPT.search(p.name)[1]))
 
 
-def save_checkpoint(directory: Path, state: dict, keep: int) -> Path:
-    """Write atomically: a reader never sees a half-written file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"ckpt-step{state['step']:08d}.pt"
-    tmp = directory / f".{final.name}.tmp"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    for old in checkpoints(directory)[:-keep]:
-        old.unlink(missing_ok=True)
-    return final
+def rng_state(device) -> dict:
+    return {
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+    }
 
 
-def load_newest(directory: Path):
-    """The newest checkpoint that loads; a damaged one is skipped with a warning."""
+def set_rng_state(state: dict, device) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state["cuda"] is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def save_checkpoint(args, model, optimizer, scaler, step, epoch, rank, world, device, control):
+    """Collective: every rank hands rank 0 its random-number state; rank 0 writes the file."""
+    rngs = [None] * world if rank == 0 else None
+    if world > 1:
+        dist.gather_object(rng_state(device), rngs, dst=0, group=control)
+    else:
+        rngs = [rng_state(device)]
+    if rank != 0:
+        return
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+        "step": step,
+        "epoch": epoch,
+        "world": world,
+        "rng": rngs,
+    }
+    directory = args.checkpoint_dir
+    final = directory / f"ckpt-step{step:08d}.pt"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        # Write a temporary file in the same directory, flush it to disk, then rename it:
+        # a job killed mid-write leaves the previous checkpoints intact and no partial file.
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt-", suffix=".tmp")
+        try:
+            os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes it private; use the usual mode
+            with os.fdopen(fd, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # make the rename itself durable
+        finally:
+            os.close(dir_fd)
+        for old in checkpoints(directory)[: -args.keep]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:
+        raise Abort(f"cannot write checkpoint {final}: {exc.strerror or exc}") from None
+    log(f"[checkpoint] step={step} path={final}")
+
+
+def check_state(state, path: Path, model) -> str | None:
+    """Why a loaded checkpoint cannot be used, or None."""
+    if not isinstance(state, dict):
+        return "not a checkpoint of this program"
+    missing = {"model", "optimizer", "scaler", "step", "epoch", "rng"} - set(state)
+    if missing:
+        return f"lacks {', '.join(sorted(missing))}"
+    if state["step"] != int(CKPT.search(path.name)[1]):
+        return f"holds step {state['step']}, not the step in its name"
+    ours = model.state_dict()
+    theirs = state["model"]
+    if set(ours) != set(theirs) or any(ours[k].shape != theirs[k].shape for k in ours):
+        return "its model does not match --arch/--num-classes"
+    return None
+
+
+def find_checkpoint(directory: Path, model):
+    """The newest checkpoint that loads and fits the model; damaged ones are skipped."""
+    for stale in directory.glob(".ckpt-*.tmp"):  # left by a job killed while writing
+        stale.unlink(missing_ok=True)
     for path in reversed(checkpoints(directory)):
         try:
-            return path, torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as exc:  # a truncated file raises many kinds of errors
-            print(f"warning: skipping unreadable checkpoint {path}: {exc}", flush=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            problem = check_state(state, path, model)
+        except Exception as exc:  # a truncated file can fail in many ways
+            text = str(exc).strip().splitlines()
+            problem = f"{type(exc).__name__}: {text[0] if text else ''}"
+        if problem is None:
+            return path, state
+        warn(f"skipping checkpoint {path}: {problem}")
     return None, None
 
 
 class StopFlag:
-    """Set by SIGUSR1/SIGTERM: the job is about to hit its time limit or be cancelled."""
+    """SIGUSR1/SIGTERM set a flag; the training loop stops at the next step boundary.
+
+    Slurm: `#SBATCH --signal=B:USR1@120` sends USR1 to the batch shell two minutes before the
+    time limit; the job script traps it, passes it on to this program (kill -USR1 or -TERM on
+    srun/torchrun's pid), waits for it to exit, then runs `scontrol requeue $SLURM_JOB_ID`
+    (with #SBATCH --requeue). The requeued job resumes from the checkpoint written here.
+    Without B: Slurm signals every task directly. scancel and the time limit send SIGTERM.
+    """
 
     def __init__(self):
         self.raised = False
@@ -274,164 +615,224 @@ class StopFlag:
     def _handler(self, signum, frame):
         self.raised = True
 
-    def agreed(self, device, world: int) -> bool:
-        """All ranks stop at the same step: one rank's signal stops everyone."""
+    def agreed(self, world: int, control) -> bool:
+        """True on every rank if any rank was signalled: all stop at the same step."""
         if world == 1:
             return self.raised
-        flag = torch.tensor([1.0 if self.raised else 0.0], device=device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        flag = torch.tensor([int(self.raised)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=control)
         return bool(flag.item())
 
 
 # --------------------------------------------------------------------------- training
-def lr_at(step: int, args, steps_per_epoch: int, total: int, world: int) -> float:
-    peak = args.lr * args.batch_size * world / 256
-    warmup = max(1, int(args.warmup_epochs * steps_per_epoch))
+def learning_rate(step: int, peak: float, warmup: int, total: int) -> float:
+    """Linear warm-up to peak over `warmup` steps, then cosine decay towards zero."""
     if step < warmup:
         return peak * (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * peak * (1 + math.cos(math.pi * min(1.0, progress)))
+    return 0.5 * peak * (1 + math.cos(math.pi * progress))
+
+
+def logits_of(output):
+    # inception_v3 and googlenet return (logits, auxiliary logits...) while training
+    return output[0] if isinstance(output, tuple) else output
+
+
+def evaluate(model, loader, to_device, dtype, world, epoch, rank):
+    device = to_device.device
+    model.eval()
+    totals = torch.zeros(4, dtype=torch.float64, device=device)  # top1, top5, loss sum, count
+    with torch.no_grad(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        for images, labels in loader:
+            images, labels = to_device(images, labels)
+            logits = logits_of(model(images)).float()
+            top = logits.topk(min(5, logits.shape[1]), dim=1).indices
+            hits = top == labels[:, None]
+            totals[0] += hits[:, 0].sum()
+            totals[1] += hits.any(dim=1).sum()
+            totals[2] += nn.functional.cross_entropy(logits, labels, reduction="sum")
+            totals[3] += labels.numel()
+    if world > 1:
+        dist.all_reduce(totals)
+    model.train()
+    top1, top5, loss, n = totals.tolist()
+    n = max(n, 1)
+    if rank == 0:
+        log(
+            f"[eval] rank={rank}/{world} epoch={epoch} top1={top1 / n:.4f} "
+            f"top5={top5 / n:.4f} loss={loss / n:.6f}"
+        )
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    rank, world, _, device = setup_distributed(args)
-    _, _, _, launcher = launcher_env()
-    torch.manual_seed(args.seed)
-    if device.type == "cpu":
-        torch.use_deterministic_algorithms(True)
+    rank, world, device, control, about = setup(args)
+    stop = StopFlag()  # before the slow part: an unhandled SIGUSR1 would end the process
+    if rank == 0:
+        log(about)
 
-    dataset = build_dataset(args, world)
-    # The sampler's order depends only on (seed, epoch), so a resumed run sees the same batches.
-    sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=args.seed, drop_last=True)
-    loader = DataLoader(
-        dataset,
-        batch_size=args.batch_size,
-        sampler=sampler,
-        num_workers=args.workers,
-        drop_last=True,
-        pin_memory=device.type == "cuda",
-        persistent_workers=args.workers > 0,
-        multiprocessing_context=mp_context(args, launcher),
-    )
-    steps_per_epoch = len(loader)
-    if steps_per_epoch == 0:
-        sys.exit(f"error: {len(dataset)} images are fewer than one batch per rank")
+    # ----- data
+    if args.data_dir is None:
+        steps_per_epoch = args.steps_per_epoch or 500
+        length = steps_per_epoch * args.batch_size * world
+        train_set = SyntheticImages(length, args.image_size, args.num_classes, args.seed)
+        num_classes = args.num_classes
+    else:
+        train_set = image_folder(args, "train")
+        num_classes = len(train_set.classes)
+    loader, sampler = make_loader(args, train_set, rank, world, device, shuffle=True)
+    if len(loader) == 0:
+        raise Abort(
+            f"{len(train_set)} training images are fewer than one batch on each of {world} "
+            f"rank(s) ({args.batch_size} each)"
+        )
+    steps_per_epoch = min(len(loader), args.steps_per_epoch or len(loader))
     total = args.steps or args.epochs * steps_per_epoch
+    val_loader = None
+    if args.eval_every_epoch:
+        if args.data_dir is None:
+            n = max(1, steps_per_epoch // 10) * args.batch_size * world
+            val_set = SyntheticImages(n, args.image_size, num_classes, args.seed, split=1)
+        else:
+            val_set = image_folder(args, "val")
+        val_loader, _ = make_loader(args, val_set, rank, world, device, shuffle=False)
 
-    num_classes = args.num_classes if args.data_dir is None else len(dataset.classes)
+    # ----- model, optimiser, mixed precision
+    torch.manual_seed(args.seed)  # the same initial weights everywhere
     model = torchvision.models.get_model(args.arch, weights=None, num_classes=num_classes)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = model.to(device, memory_format=memory_format)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
-    )
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+    to_device = ToDevice(device, memory_format)
+    if args.optimizer == "sgd":
+        optimizer = torch.optim.SGD(
+            model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+        )
+    else:
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=args.lr, weight_decay=args.weight_decay
+        )
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none
+    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+    criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+    peak_lr = args.lr * args.batch_size * world / 256  # linear scaling rule
+    warmup_lr = min(round(args.warmup_epochs * steps_per_epoch), total // 5)
+    random.seed(args.seed + rank)
+    torch.manual_seed(args.seed + rank)  # dropout and friends differ between ranks
 
+    # ----- resume: rank 0 picks the checkpoint, every rank loads that one
     step = 0
-    path, state = load_newest(args.checkpoint_dir)
+    path, state = find_checkpoint(args.checkpoint_dir, model) if rank == 0 else (None, None)
+    if world > 1:
+        chosen = [str(path) if path else None]
+        dist.broadcast_object_list(chosen, src=0, group=control)
+        if chosen[0] and rank != 0:
+            path = Path(chosen[0])
+            state = torch.load(path, map_location="cpu", weights_only=True)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scaler.load_state_dict(state["scaler"])
         step = state["step"]
+        if len(state["rng"]) == world:
+            set_rng_state(state["rng"][rank], device)
+        elif rank == 0:
+            warn(f"checkpoint written by {len(state['rng'])} rank(s), now {world}: new data order")
         if rank == 0:
-            print(f"[resume] step={step} path={path}", flush=True)
+            log(f"[resume] step={step} path={path}")
+        del state
+    if step >= total and rank == 0:
+        log(f"already trained for {step} steps (of {total}): nothing to do")
+
     if world > 1:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    raw_model = model.module if isinstance(model, DDP) else model
     train_model = torch.compile(model) if args.compile else model
+    model.train()
 
-    stop = StopFlag()
-    start_time = time.perf_counter()
-    timed_from, timed_images = None, 0
-    interval_start, interval_images = time.perf_counter(), 0
-    loss = torch.tensor(0.0)
-    while step < total:
+    # ----- training loop
+    first_step = step
+    timed_steps = max(0, min(args.warmup_steps, (total - first_step) // 2))  # left out of img_s
+    start = time.perf_counter()
+    timed_from = start if timed_steps == 0 else None
+    interval_start, interval_images = start, 0
+    saved_at, preempted = step, False
+    while step < total and not preempted:
         epoch = step // steps_per_epoch
-        sampler.set_epoch(epoch)
-        skip = step - epoch * steps_per_epoch  # batches of this epoch done before a resume
-        for i, (images, labels) in enumerate(loader):
-            if i < skip:
-                continue
-            if step >= total:
-                break
-            if stop.agreed(device, world):
-                if rank == 0:
-                    if step % args.checkpoint_every:  # not saved at this step already
-                        ckpt = save_checkpoint(
-                            args.checkpoint_dir, _state(model, optimizer, scaler, step), args.keep
-                        )
-                        print(f"[checkpoint] step={step} path={ckpt}", flush=True)
-                    print(f"[preempted] step={step}", flush=True)
-                _finish(world)
-                return 0
-            images = images.to(device, non_blocking=True, memory_format=memory_format)
-            labels = labels.to(device, non_blocking=True)
-            lr = lr_at(step, args, steps_per_epoch, total, world)
+        sampler.set_epoch(epoch)  # the shuffle depends on (seed, epoch) only
+        sampler.skip = (step % steps_per_epoch) * args.batch_size  # resumed mid-epoch
+        for images, labels in loader:
+            images, labels = to_device(images, labels)
+            lr = learning_rate(step, peak_lr, warmup_lr, total)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                logits = train_model(images)
-                loss = F.cross_entropy(logits, labels, label_smoothing=args.label_smoothing)
+                loss = criterion(logits_of(train_model(images)), labels)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
             step += 1
             interval_images += images.shape[0]
-            if step == min(args.warmup_steps, total - 1):
-                timed_from, timed_images = time.perf_counter(), 0
-            elif timed_from is not None:
-                timed_images += images.shape[0]
-            if step % args.log_every == 0 or step == total:
+
+            if step - first_step == timed_steps:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
+                timed_from = time.perf_counter()
+            if step % args.log_every == 0 or step == total:
+                value = loss.item()  # waits for the GPU
                 now = time.perf_counter()
                 rate = interval_images / max(now - interval_start, 1e-9)
-                print(
+                log(
                     f"[train] rank={rank}/{world} epoch={epoch} step={step} "
-                    f"loss={loss.item():.6f} lr={lr:.6f} img_s={rate:.1f}",
-                    flush=True,
+                    f"loss={value:.6f} lr={lr:.6f} img_s={rate:.1f}"
                 )
+                if not math.isfinite(value):
+                    raise Abort(f"loss is {value} at step {step}: lower --lr, or use bf16 or fp32")
                 interval_start, interval_images = now, 0
-            if step % args.checkpoint_every == 0 and rank == 0:
-                ckpt = save_checkpoint(
-                    args.checkpoint_dir, _state(model, optimizer, scaler, step), args.keep
+            if step % args.checkpoint_every == 0 and step < total:
+                save_checkpoint(
+                    args, raw_model, optimizer, scaler, step, epoch, rank, world, device, control
                 )
-                print(f"[checkpoint] step={step} path={ckpt}", flush=True)
+                saved_at = step
+            if val_loader is not None and step % steps_per_epoch == 0:
+                evaluate(raw_model, val_loader, to_device, dtype, world, epoch, rank)
+            # every rank takes part in this check at every step, so all stop at the same one
+            preempted = step < total and stop.agreed(world, control)
+            if preempted or step >= total or step % steps_per_epoch == 0:
+                break
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     end = time.perf_counter()
-    elapsed = end - start_time
-    if rank == 0:
-        save_checkpoint(args.checkpoint_dir, _state(model, optimizer, scaler, step), args.keep)
-        timed = end - timed_from if timed_from else elapsed
-        rate = timed_images * world / max(timed, 1e-9) if timed_images else 0.0
-        print(
-            f"[summary] ranks={world} steps={step} img_s={rate:.1f} time_s={elapsed:.2f}",
-            flush=True,
+    if saved_at != step:  # the final (or preemption) checkpoint, outside the timing
+        save_checkpoint(
+            args, raw_model, optimizer, scaler, step, epoch, rank, world, device, control
         )
-    _finish(world)
+    if rank == 0:
+        if preempted:
+            log(f"[preempted] step={step}")
+        timed_images = (step - first_step - timed_steps) * args.batch_size * world
+        rate = timed_images / (end - timed_from) if timed_from and timed_images > 0 else 0.0
+        log(f"[summary] ranks={world} steps={step} img_s={rate:.1f} time_s={end - start:.2f}")
+    if world > 1:
+        dist.barrier(group=control)
+        dist.destroy_process_group()
     return 0
 
 
-def _state(model, optimizer, scaler, step: int) -> dict:
-    raw = model.module if isinstance(model, DDP) else model
-    return {
-        "model": raw.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scaler": scaler.state_dict(),
-        "step": step,
-    }
-
-
-def _finish(world: int) -> None:
-    if world > 1:
-        dist.barrier()
-        dist.destroy_process_group()
+def run(argv=None) -> int:
+    """main() with the errors a user can cause reported in one line, without a traceback."""
+    try:
+        return main(argv)
+    except Abort as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+    except torch.OutOfMemoryError:
+        print("error: out of GPU memory: lower --batch-size", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        return 130
+    return 1
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(run())

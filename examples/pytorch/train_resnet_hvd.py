@@ -1,50 +1,143 @@
 #!/usr/bin/env python3
-"""Train torchvision's ResNet-50 with Horovod (one process per GPU), on synthetic images.
+"""Train a torchvision image classifier (ResNet-50 by default) with Horovod, one rank per GPU.
 
-    horovodrun -np 4 python train_resnet_hvd.py          # or: srun / jsrun / mpirun
+    horovodrun -np 4 python train_resnet_hvd.py           # or srun / jsrun / mpirun
     OMP_NUM_THREADS=1 horovodrun -np 2 --gloo -H localhost:2 python train_resnet_hvd.py --tiny
 
-Horovod's last release is 0.28.1 (2023). It does not build against current PyTorch as released:
-install it with --no-build-isolation after raising its C++ standard to 17 (see the how-to page).
-Prefer torchrun + DistributedDataParallel (train_resnet.py) for new work.
-Logs use the same line format as train_resnet.py.
+The Horovod twin of train_resnet.py: the same model, data, options (where Horovod has them),
+log lines and checkpoints. Horovod's last release is 0.28.1 (2023) and does not build against
+current PyTorch as released (see the Horovod how-to page); prefer train_resnet.py for new work.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import horovod.torch as hvd
 import torch
-import torch.nn.functional as F
+import torch.nn as nn
 import torchvision
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "log_every": 2, "num_classes": 10}
+TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "steps_per_epoch": 3, "workers": 0}
+TINY_DEFAULTS = {"log_every": 2, "checkpoint_every": 3}  # replace defaults only
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arch", default="resnet50")
-    p.add_argument("--num-classes", type=int, default=1000)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Log lines, checkpoints and --tiny (or TRAIN_TINY=1) are those of "
+        "train_resnet.py; see its --help.",
+    )
+    p.add_argument("--arch", default="resnet50", help="torchvision classification model")
+    p.add_argument("--data-dir", type=Path, help="DIR/train/<class>/*.JPEG; synthetic if not set")
+    p.add_argument("--num-classes", type=int, default=1000, help="classes of synthetic data")
     p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--batch-size", type=int, default=64, help="images per GPU")
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--lr", type=float, default=0.1, help="for 256 images; scaled by world size")
-    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
-    p.add_argument("--fp16-allreduce", action="store_true", help="compress gradients to fp16")
-    p.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints-hvd"))
+    p.add_argument("--batch-size", type=int, default=64, help="images per rank per step")
+    p.add_argument("--workers", type=int, default=4, help="data loader processes per rank")
+    p.add_argument("--epochs", type=int, default=90)
+    p.add_argument("--steps", type=int, help="optimizer steps in total (instead of --epochs)")
+    p.add_argument("--steps-per-epoch", type=int, help="500 for synthetic data")
+    p.add_argument("--lr", type=float, default=0.1, help="for a global batch of 256")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--warmup-epochs", type=float, default=5.0)
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--fp16-allreduce", action="store_true", help="send gradients as fp16")
+    p.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
+    p.add_argument("--checkpoint-every", type=int, default=500)
+    p.add_argument("--keep", type=int, default=3)
     p.add_argument("--log-every", type=int, default=20)
+    p.add_argument("--warmup-steps", type=int, default=5, help="left out of [summary] img_s")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="CI setting (also TRAIN_TINY=1)")
     args = p.parse_args(argv)
     if args.tiny or os.environ.get("TRAIN_TINY") == "1":
-        for key, value in TINY.items():
-            setattr(args, key, value)
+        vars(args).update(TINY)
+        for key, value in TINY_DEFAULTS.items():
+            if getattr(args, key) == p.get_default(key):
+                setattr(args, key, value)
+        if os.environ.get("TRAIN_TINY_STEPS", "").isdigit():
+            args.steps = int(os.environ["TRAIN_TINY_STEPS"])
+    if args.data_dir is not None and not (args.data_dir / "train").is_dir():
+        p.error(f"--data-dir {args.data_dir}: no train/ directory in it")
     return args
+
+
+class SyntheticImages(Dataset):
+    """Sample i depends only on (seed, i): a resumed run sees the batches it would have seen."""
+
+    def __init__(self, length: int, size: int, classes: int, seed: int):
+        self.length, self.size, self.classes, self.seed = length, size, classes, seed
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        g = torch.Generator().manual_seed(splitmix64((self.seed << 42) + index) & 0xFFFFFFFF)
+        n = 3 * self.size * self.size
+        words = torch.randint(-(2**63), 2**63 - 1, ((n + 7) // 8,), dtype=torch.int64, generator=g)
+        image = words.view(torch.uint8)[:n].view(3, self.size, self.size)
+        return image, int(torch.randint(self.classes, (1,), generator=g))
+
+
+def splitmix64(x: int) -> int:
+    """Mixes all 64 bits of x into the 32 that the CPU generator keeps of its seed."""
+    mask = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def learning_rate(step: int, peak: float, warmup: int, total: int) -> float:
+    """Linear warm-up, then cosine decay (as train_resnet.py)."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return 0.5 * peak * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+
+def checkpoints(directory: Path) -> list[Path]:
+    found = [(int(m[1]), p) for p in directory.glob("ckpt-step*.pt") if (m := CKPT.search(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+CKPT = re.compile(r"ckpt-step(\d+)\.pt$")
+
+
+def save(args, state: dict) -> None:
+    """Rank 0 only: temporary file in the same directory, fsync, rename (atomic)."""
+    args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    final = args.checkpoint_dir / f"ckpt-step{state['step']:08d}.pt"
+    fd, tmp = tempfile.mkstemp(dir=args.checkpoint_dir, prefix=".ckpt-", suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    for old in checkpoints(args.checkpoint_dir)[: -args.keep]:
+        old.unlink(missing_ok=True)
+    print(f"[checkpoint] step={state['step']} path={final}", flush=True)
+
+
+def newest_checkpoint(directory: Path):
+    for path in reversed(checkpoints(directory)):
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True), path
+        except Exception as exc:  # truncated or damaged: try the one before
+            print(f"warning: skipping checkpoint {path}: {exc}", file=sys.stderr, flush=True)
+    return None, None
 
 
 def main() -> int:
@@ -53,83 +146,143 @@ def main() -> int:
     rank, world = hvd.rank(), hvd.size()
     device = torch.device("cpu")
     if torch.cuda.is_available():
-        torch.cuda.set_device(hvd.local_rank())
-        device = torch.device("cuda", hvd.local_rank())
-    torch.manual_seed(0)
+        device = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+    stop = {"raised": False}  # SIGUSR1/SIGTERM: all ranks stop at the next step (see train_resnet)
+    for sig in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.update(raised=True))
 
-    model = torchvision.models.get_model(args.arch, weights=None, num_classes=args.num_classes).to(
-        device
+    if args.data_dir is None:
+        spe = args.steps_per_epoch or 500
+        length = spe * args.batch_size * world
+        dataset = SyntheticImages(length, args.image_size, args.num_classes, args.seed)
+        classes = args.num_classes
+    else:
+        from torchvision import transforms
+
+        tf = transforms.Compose(
+            [
+                transforms.RandomResizedCrop(args.image_size),
+                transforms.RandomHorizontalFlip(),
+                transforms.PILToTensor(),
+            ]
+        )
+        dataset = torchvision.datasets.ImageFolder(args.data_dir / "train", tf)
+        classes = len(dataset.classes)
+    sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=args.seed, drop_last=True)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.workers,
+        drop_last=True,
+        pin_memory=device.type == "cuda",
+        persistent_workers=args.workers > 0,
+        # forked loader workers can crash under MPI (Horovod PR #1824): use forkserver
+        multiprocessing_context="forkserver" if args.workers > 0 else None,
     )
+    spe = min(len(loader), args.steps_per_epoch or len(loader))
+    total = args.steps or args.epochs * spe
+
+    torch.manual_seed(args.seed)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = torchvision.models.get_model(args.arch, weights=None, num_classes=classes)
+    model = model.to(device, memory_format=fmt)
     optimizer = torch.optim.SGD(
-        model.parameters(), lr=args.lr * args.batch_size * world / 256, momentum=0.9
+        model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
     )
+    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     step = 0
-    ckpt = args.checkpoint_dir / "last.pt"
-    if rank == 0 and ckpt.is_file():
-        state = torch.load(ckpt, map_location="cpu")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
-        print(f"[resume] step={step} path={ckpt}", flush=True)
+    if rank == 0:
+        state, path = newest_checkpoint(args.checkpoint_dir)
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scaler.load_state_dict(state["scaler"])
+            step = state["step"]
+            print(f"[resume] step={step} path={path}", flush=True)
     # every rank starts from rank 0's weights, optimizer state and step
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    step = int(hvd.broadcast(torch.tensor(step), root_rank=0, name="step"))
+    step = hvd.broadcast_object(step, root_rank=0, name="step")
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(
         optimizer, named_parameters=model.named_parameters(), compression=compression
     )
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
 
-    stop = {"raised": False}
-    for sig in (signal.SIGUSR1, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.update(raised=True))
-
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
-    labels = torch.randint(args.num_classes, (args.batch_size,), device=device)
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+    criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+    mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device=device).view(1, 3, 1, 1) * 255
+    peak = args.lr * args.batch_size * world / 256
+    warm = min(round(args.warmup_epochs * spe), total // 5)
+    first, timed = step, max(0, min(args.warmup_steps, (total - step) // 2))
     start = tick = time.perf_counter()
-    done = 0
-    while step < args.steps:
-        if hvd.allreduce(torch.tensor(float(stop["raised"])), op=hvd.Max, name="stop") > 0:
-            if rank == 0:
-                _save(ckpt, model, optimizer, step)
-                print(f"[preempted] step={step}", flush=True)
-            return 0
-        with torch.autocast(device.type, dtype=torch.float16, enabled=args.precision == "fp16"):
-            loss = F.cross_entropy(model(images), labels)
-        optimizer.zero_grad()
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        step += 1
-        done += 1
-        if step % args.log_every == 0:
-            now = time.perf_counter()
-            rate = args.log_every * args.batch_size / (now - tick)
-            print(
-                f"[train] rank={rank}/{world} epoch=0 step={step} loss={loss.item():.6f} "
-                f"lr={optimizer.param_groups[0]['lr']:.6f} img_s={rate:.1f}",
-                flush=True,
-            )
-            tick = now
-    elapsed = time.perf_counter() - start
+    timed_from, seen, saved, preempted = (start if timed == 0 else None), 0, step, False
+
+    def snapshot() -> dict:
+        return {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict(),
+            "step": step,
+        }
+
+    while step < total and not preempted:
+        epoch = step // spe
+        sampler.set_epoch(epoch)
+        skip = step % spe  # batches of this epoch done before a resume
+        for i, (images, labels) in enumerate(loader):
+            if i < skip:
+                continue
+            images = ((images.to(device).float() - mean) / std).contiguous(memory_format=fmt)
+            labels = labels.to(device)
+            lr = learning_rate(step, peak, warm, total)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                loss = criterion(model(images), labels)
+            scaler.scale(loss).backward()
+            optimizer.synchronize()  # the all-reduce, before the scaler looks at the gradients
+            with optimizer.skip_synchronize():
+                scaler.step(optimizer)
+            scaler.update()
+            step += 1
+            seen += images.shape[0]
+            if step - first == timed:
+                timed_from = time.perf_counter()
+            if step % args.log_every == 0 or step == total:
+                value, now = loss.item(), time.perf_counter()
+                print(
+                    f"[train] rank={rank}/{world} epoch={epoch} step={step} loss={value:.6f} "
+                    f"lr={lr:.6f} img_s={seen / (now - tick):.1f}",
+                    flush=True,
+                )
+                tick, seen = now, 0
+            if step % args.checkpoint_every == 0 and rank == 0:
+                save(args, snapshot())
+                saved = step
+            if step < total:  # any rank's signal stops every rank at this step
+                flag = torch.tensor(float(stop["raised"]))
+                preempted = hvd.allreduce(flag, op=hvd.Sum, name="stop").item() > 0
+            if preempted or step >= total or step % spe == 0:
+                break
+
+    end = time.perf_counter()
     if rank == 0:
-        _save(ckpt, model, optimizer, step)
+        if saved != step:
+            save(args, snapshot())
+        if preempted:
+            print(f"[preempted] step={step}", flush=True)
+        images = (step - first - timed) * args.batch_size * world
+        rate = images / (end - timed_from) if timed_from and images > 0 else 0.0
         print(
-            f"[summary] ranks={world} steps={step} "
-            f"img_s={done * args.batch_size * world / elapsed:.1f} time_s={elapsed:.2f}",
+            f"[summary] ranks={world} steps={step} img_s={rate:.1f} time_s={end - start:.2f}",
             flush=True,
         )
     return 0
-
-
-def _save(path: Path, model, optimizer, step: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(
-        {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, tmp
-    )
-    os.replace(tmp, path)  # a reader never sees a half-written checkpoint
 
 
 if __name__ == "__main__":

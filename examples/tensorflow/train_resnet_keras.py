@@ -1,0 +1,677 @@
+#!/usr/bin/env python3
+"""Train a Keras image classifier (ResNet50 by default) on one node or on several workers.
+
+One process per node, or one per GPU: with more than one worker the script uses
+tf.distribute.MultiWorkerMirroredStrategy and finds the other workers itself:
+
+    python train_resnet_keras.py         # one process: one GPU, every local GPU, or the CPU
+    srun python train_resnet_keras.py    # one worker per Slurm task (SlurmClusterResolver)
+    TF_CONFIG='{...}' python train_resnet_keras.py    # any other launcher: standard TF_CONFIG
+
+Without --data-dir it trains on synthetic images, which measures throughput without any I/O.
+Every worker logs one line per --log-every steps:
+
+    [train] rank=0/2 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=123.4
+
+and worker 0 ends with ``[summary] ranks=2 steps=40 img_s=246.8 time_s=12.34``.
+
+Why a hand-written loop (strategy.run) and not model.fit: with Keras 3, model.fit under
+MultiWorkerMirroredStrategy stops with "ValueError: Attempt to convert a value (PerReplica...)"
+(keras-team/keras#20585). The loop below works with Keras 3, the default since TensorFlow 2.16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Hide the INFO lines of TensorFlow's C++ runtime but keep its warnings; this must be set
+# before TensorFlow is imported. (TF 2.21 still prints "oneDNN custom operations are on"
+# twice at import, whatever the level: harmless.)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import tensorflow as tf
+
+# What --tiny (or TRAIN_TINY=1) changes: a run of a few seconds on a CPU, used by CI.
+# The same values as the PyTorch trainer's --tiny.
+TINY = {
+    "image_size": 32,
+    "batch_size": 4,
+    "steps": 6,
+    "steps_per_epoch": 3,
+    "log_every": 2,
+    "checkpoint_every": 3,
+    "num_classes": 10,
+}
+TINY_SOFT = {"log_every", "checkpoint_every"}  # kept when given explicitly
+IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".gif"}
+
+
+def keras_models() -> list[str]:
+    apps = tf.keras.applications
+    return sorted(n for n in dir(apps) if n[:1].isupper() and callable(getattr(apps, n)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Environment: TF_ENABLE_ONEDNN_OPTS=1 turns on oneDNN kernels on CPUs; it is the "
+        "default on Intel CPUs and should be set on AMD CPUs (ARCHER2 reports a 12x speed-up). "
+        "TF_CPP_MIN_LOG_LEVEL (default 1 here) hides TensorFlow's INFO lines.",
+    )
+    p.add_argument(
+        "--arch",
+        default="ResNet50",
+        choices=keras_models(),
+        metavar="NAME",
+        help="a keras.applications model (ResNet50, ResNet101, MobileNetV2, EfficientNetB0, ...)",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="ImageNet-style folder with train/<class>/*.JPEG (and optionally val/<class>/); "
+        "synthetic images if omitted",
+    )
+    p.add_argument("--num-classes", type=int, default=1000, help="classes of synthetic data")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--batch-size", type=int, default=64, help="images per GPU (per replica)")
+    p.add_argument("--epochs", type=int, default=90)
+    p.add_argument("--steps", type=int, help="stop after this many steps in total")
+    p.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        help="length of an epoch in steps (default: 500 for synthetic data, one pass over "
+        "the images for --data-dir)",
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=0.1,
+        help="learning rate for a global batch of 256; scaled linearly with the global batch",
+    )
+    p.add_argument(
+        "--warmup-epochs", type=float, default=5.0, help="linear LR warm-up, then cosine"
+    )
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=5e-5)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument(
+        "--precision",
+        choices=["fp32", "bf16", "fp16"],
+        default="fp32",
+        help="Keras mixed precision; fp16 adds loss scaling, bf16 needs Ampere or newer GPUs "
+        "(or a CPU with AVX512_BF16/AMX)",
+    )
+    p.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
+    p.add_argument(
+        "--intra-threads",
+        type=int,
+        default=0,
+        help="threads one op may use (0: TensorFlow chooses, one per core). With several "
+        "workers on one node give each its share of the cores",
+    )
+    p.add_argument(
+        "--inter-threads",
+        type=int,
+        default=0,
+        help="ops run at the same time (0: TensorFlow chooses)",
+    )
+    p.add_argument(
+        "--cluster",
+        choices=["auto", "tf_config", "slurm", "none"],
+        default="auto",
+        help="where the list of workers comes from; auto: TF_CONFIG if set, else Slurm when "
+        "srun started more than one task, else a single worker",
+    )
+    p.add_argument(
+        "--port", type=int, default=8888, help="first gRPC port on each node (Slurm only)"
+    )
+    p.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
+    p.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints")
+    p.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
+    p.add_argument("--log-every", type=int, default=20)
+    p.add_argument(
+        "--warmup-steps", type=int, default=5, help="steps left out of the summary throughput"
+    )
+    p.add_argument(
+        "--eval-steps",
+        type=int,
+        default=0,
+        help="batches per worker to evaluate at the end of each epoch (0: no evaluation)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="deterministic kernels (tf.config.experimental.enable_op_determinism); slower",
+    )
+    p.add_argument(
+        "--tiny",
+        action="store_true",
+        help="CI setting: "
+        + ", ".join(f"{k}={v}" for k, v in TINY.items())
+        + "; the environment variable TRAIN_TINY=1 does the same (and TRAIN_TINY_STEPS=N "
+        "sets the number of steps)",
+    )
+    return p
+
+
+def list_images(folder: Path) -> tuple[list[str], list[int], list[str]]:
+    classes = sorted(d.name for d in folder.iterdir() if d.is_dir())
+    files, labels = [], []
+    for label, name in enumerate(classes):
+        for f in sorted((folder / name).iterdir()):
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                files.append(str(f))
+                labels.append(label)
+    return files, labels, classes
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.tiny or os.environ.get("TRAIN_TINY") == "1":
+        for key, value in TINY.items():
+            # logging and checkpoint intervals given on the command line are kept
+            if key not in TINY_SOFT or getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
+        if os.environ.get("TRAIN_TINY_STEPS"):
+            args.steps = int(os.environ["TRAIN_TINY_STEPS"])
+    for name in ("batch_size", "image_size", "log_every", "checkpoint_every", "keep"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    args.train_files = args.val_files = None
+    if args.data_dir is not None:
+        train = args.data_dir / "train"
+        if not args.data_dir.is_dir():
+            parser.error(f"--data-dir {args.data_dir}: no such directory")
+        if not train.is_dir():
+            parser.error(f"--data-dir {args.data_dir}: no train/ directory in it")
+        files, labels, classes = list_images(train)
+        if not files:
+            suffixes = ", ".join(sorted(IMAGE_SUFFIXES))
+            parser.error(
+                f"--data-dir {args.data_dir}: train/ holds no class directories with images "
+                f"({suffixes})"
+            )
+        args.train_files, args.num_classes = (files, labels), len(classes)
+        if (args.data_dir / "val").is_dir():
+            files, labels, _ = list_images(args.data_dir / "val")
+            args.val_files = (files, labels) if files else None
+    return args
+
+
+# --------------------------------------------------------------------------- distribution
+def slurm_cluster(port: int):
+    """The workers of this job step, from the variables srun sets in every task.
+
+    SlurmClusterResolver reads SLURM_PROCID (this task's rank), SLURM_STEP_NUM_TASKS,
+    SLURM_STEP_NODELIST (e.g. nid[001234-001235]) and SLURM_STEP_TASKS_PER_NODE (e.g. 4(x2));
+    the tasks of a node listen on ports --port, --port+1, ... By default it also counts the
+    node's GPUs (CUDA_VISIBLE_DEVICES, else nvidia-smi) and deals them out to the tasks. That
+    fails on CPU nodes (no nvidia-smi) and when Slurm has already bound one GPU to each task
+    (--gpus-per-task, --gpu-bind), so it is given one slot per task here and the GPUs are
+    chosen in make_strategy instead.
+    """
+    needed = [
+        "SLURM_PROCID",
+        "SLURM_STEP_NUM_TASKS",
+        "SLURM_STEP_NODELIST",
+        "SLURM_STEP_TASKS_PER_NODE",
+    ]
+    missing = [v for v in needed if v not in os.environ]
+    if missing:
+        raise SystemExit(
+            f"error: --cluster slurm: {', '.join(missing)} not set; start one worker per task "
+            "with srun (or use --cluster tf_config with TF_CONFIG)"
+        )
+    from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as scr
+
+    per_node = max(scr.expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        port_base=port, gpus_per_node=per_node, gpus_per_task=1, auto_set_gpu=False
+    )
+    return resolver.cluster_spec(), resolver.task_type, resolver.task_id
+
+
+def choose_cluster(args) -> str:
+    if args.cluster != "auto":
+        return args.cluster
+    if "TF_CONFIG" in os.environ:
+        return "tf_config"
+    step_tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or 0)
+    job_tasks = int(os.environ.get("SLURM_NTASKS") or 1)
+    if "SLURM_PROCID" in os.environ and (step_tasks or job_tasks) > 1:
+        return "slurm"
+    if job_tasks > 1:
+        print(
+            f"warning: SLURM_NTASKS={job_tasks} but this is a single task; start the script "
+            "with srun to train on all of them. Training alone.",
+            flush=True,
+        )
+    return "none"
+
+
+def make_strategy(args):
+    """(strategy, rank, workers, workers on this node); configures devices first."""
+    mode = choose_cluster(args)
+    if mode == "none":
+        spec, task_type, task_id = tf.train.ClusterSpec({}), None, None
+    elif mode == "slurm":
+        spec, task_type, task_id = slurm_cluster(args.port)
+    else:
+        if "TF_CONFIG" not in os.environ:
+            raise SystemExit("error: --cluster tf_config: TF_CONFIG is not set")
+        try:
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            spec, task_type, task_id = resolver.cluster_spec(), resolver.task_type, resolver.task_id
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"error: TF_CONFIG is not valid: {exc}") from None
+        if task_type is None or task_id is None:
+            raise SystemExit('error: TF_CONFIG has no "task": {"type": "worker", "index": N}')
+    tasks = spec.as_dict().get("chief", []) + spec.as_dict().get("worker", [])
+    rank, per_node, local = 0, 1, 0
+    if tasks:
+        me = spec.task_address(task_type, task_id)
+        rank = tasks.index(me)
+        same_node = [t for t in tasks if t.rsplit(":", 1)[0] == me.rsplit(":", 1)[0]]
+        per_node, local = len(same_node), same_node.index(me)
+
+    # Devices must be set up before TensorFlow's runtime starts (before the strategy and any op).
+    gpus = tf.config.list_physical_devices("GPU")
+    if per_node > 1 and len(gpus) >= per_node:
+        gpus = [gpus[local]]  # several workers see all of the node's GPUs: one each
+        tf.config.set_visible_devices(gpus, "GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)  # no grabbing all memory at start
+
+    if not tasks:
+        if len(gpus) > 1:
+            return tf.distribute.MirroredStrategy(), 0, 1, 1
+        return tf.distribute.get_strategy(), 0, 1, 1
+    impl = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=impl.NCCL if gpus else impl.RING  # RING: gRPC all-reduce between CPUs
+    )
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        spec,
+        task_type=task_type,
+        task_id=task_id,
+        num_accelerators={"GPU": len(gpus)},
+        rpc_layer="grpc",
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        cluster_resolver=resolver, communication_options=options
+    )
+    return strategy, rank, len(tasks), per_node
+
+
+# --------------------------------------------------------------------------- data
+# Every sample has a global position: step * global batch + replica * batch + i. What a worker
+# reads depends only on (seed, position), so a resumed run sees the batches it would have seen.
+def synthetic_sample(args):
+    size, classes, seed = args.image_size, args.num_classes, args.seed
+
+    def make(position):
+        key = tf.stack([tf.constant(seed, tf.int64), position])
+        image = tf.random.stateless_normal([size, size, 3], seed=key)
+        other = key + tf.constant([1, 0], tf.int64)  # an independent stream for the label
+        label = tf.random.stateless_uniform([], seed=other, maxval=classes, dtype=tf.int64)
+        return image, label
+
+    return make
+
+
+def file_sample(args, train: bool):
+    size, seed = args.image_size, args.seed
+
+    def load(position, path, label):
+        data = tf.io.read_file(path)
+        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        image = tf.image.resize(image, [size, size])
+        if train:
+            key = tf.stack([tf.constant(seed, tf.int64), position])
+            image = tf.image.stateless_random_flip_left_right(image, seed=key)
+        return image / 127.5 - 1.0, tf.cast(label, tf.int64)
+
+    return load
+
+
+def train_input(args, strategy, start: int, total: int, steps_per_epoch: int):
+    per_replica = args.batch_size
+    global_batch = per_replica * strategy.num_replicas_in_sync
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        per_worker = per_replica * ctx.num_replicas_in_sync // ctx.num_input_pipelines
+        first = ctx.input_pipeline_id * per_worker  # offset of this worker within a step
+        if args.train_files is None:
+            positions = tf.data.Dataset.range(start, total).flat_map(
+                lambda s: tf.data.Dataset.range(
+                    s * global_batch + first, s * global_batch + first + per_worker
+                )
+            )
+            ds = positions.map(synthetic_sample(args), num_parallel_calls=tf.data.AUTOTUNE)
+        else:
+            files, labels = (tf.constant(x) for x in args.train_files)
+            n = len(args.train_files[0])
+
+            def epoch(e):
+                # a fresh order every epoch, the same one for every worker and every run
+                order = tf.argsort(tf.random.stateless_uniform([n], seed=tf.stack([args.seed, e])))
+                step_ids = tf.range(steps_per_epoch, dtype=tf.int64)[:, None]
+                position = (e * steps_per_epoch + step_ids) * global_batch + first
+                position += tf.range(per_worker, dtype=tf.int64)[None, :]
+                position = tf.reshape(position, [-1])
+                picked = tf.gather(
+                    order, tf.cast(position - e * steps_per_epoch * global_batch, tf.int32)
+                )
+                return tf.data.Dataset.from_tensor_slices(
+                    (position, tf.gather(files, picked), tf.gather(labels, picked))
+                )
+
+            first_epoch = start // steps_per_epoch
+            ds = (
+                tf.data.Dataset.range(first_epoch, math.ceil(total / steps_per_epoch))
+                .flat_map(epoch)
+                .skip((start - first_epoch * steps_per_epoch) * per_worker)
+                .take((total - start) * per_worker)
+                .map(file_sample(args, train=True), num_parallel_calls=tf.data.AUTOTUNE)
+            )
+        return ds.batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def eval_input(args, strategy):
+    """Held-out images: val/ of --data-dir, or synthetic images from a different seed."""
+    per_replica = args.batch_size
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        n = args.eval_steps * per_replica * ctx.num_replicas_in_sync // ctx.num_input_pipelines
+        if args.val_files is None:
+            held_out = argparse.Namespace(**{**vars(args), "seed": args.seed + 1_000_003})
+            first = ctx.input_pipeline_id * n
+            ds = tf.data.Dataset.range(first, first + n).map(synthetic_sample(held_out))
+        else:
+            ds = tf.data.Dataset.from_tensor_slices(
+                (tf.range(len(args.val_files[0]), dtype=tf.int64), *args.val_files)
+            )
+            ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).repeat().take(n)
+            ds = ds.map(file_sample(args, train=False), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+# --------------------------------------------------------------------------- preemption
+class StopFlag:
+    """Set by SIGUSR1/SIGTERM: the job is close to its time limit or being cancelled.
+
+    With ``#SBATCH --signal=USR1@120`` Slurm signals every task 120 s before the time limit;
+    the workers agree to stop at the same step, checkpoint, print ``[preempted] step=N`` and
+    exit 0, and the job script can ``scontrol requeue $SLURM_JOB_ID`` to carry on from the
+    checkpoint. ``--signal=B:USR1@120`` signals only the batch shell: start srun in the
+    background, ``trap 'kill -USR1 $pid' USR1`` and ``wait`` (srun passes USR1 on to its tasks).
+    scancel and the time limit send SIGTERM, handled the same way.
+    """
+
+    def __init__(self):
+        self.raised = False
+        for sig in (signal.SIGUSR1, signal.SIGTERM):
+            signal.signal(sig, self._handler)
+
+    def _handler(self, signum, frame):
+        self.raised = True
+
+
+# --------------------------------------------------------------------------- checkpoints
+def checkpoint_prefixes(directory: Path) -> list[str]:
+    """Checkpoints in the directory, newest first (by step; the index file is not trusted)."""
+    found = []
+    for index in directory.glob("ckpt-*.index"):
+        number = index.name[len("ckpt-") : -len(".index")]
+        if number.isdigit():
+            found.append((int(number), str(index.with_suffix(""))))
+    return [prefix for _, prefix in sorted(found, reverse=True)]
+
+
+def restore_newest(ckpt: tf.train.Checkpoint, directory: Path) -> str | None:
+    """Restore the newest checkpoint that loads; a damaged one is skipped with a warning."""
+    for prefix in checkpoint_prefixes(directory):
+        try:
+            ckpt.restore(prefix).assert_existing_objects_matched()
+            return prefix
+        except Exception as exc:  # a damaged file raises many kinds of errors
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"warning: skipping unreadable checkpoint {prefix}: {first}", flush=True)
+    return None
+
+
+# --------------------------------------------------------------------------- training
+def lr_at(step: int, args, steps_per_epoch: int, total: int, global_batch: int) -> float:
+    peak = args.lr * global_batch / 256
+    warmup = max(1, int(args.warmup_epochs * steps_per_epoch))
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.5 * peak * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # Thread pools can only be sized before TensorFlow's runtime starts.
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    strategy, rank, workers, per_node = make_strategy(args)
+    if rank == 0 and per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
+        print(
+            f"warning: OMP_NUM_THREADS is not set and {per_node} workers share this node; "
+            "set it and --intra-threads to (cores per node) / (workers per node)",
+            flush=True,
+        )
+    tf.keras.utils.set_random_seed(args.seed)
+    if args.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    if args.precision != "fp32":
+        policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[args.precision]
+        tf.keras.mixed_precision.set_global_policy(policy)
+
+    replicas = strategy.num_replicas_in_sync
+    global_batch = args.batch_size * replicas
+    per_worker = global_batch // workers
+    steps_per_epoch = args.steps_per_epoch or 500
+    if args.train_files is not None:
+        available = len(args.train_files[0]) // global_batch
+        if available == 0:
+            raise SystemExit(
+                f"error: {len(args.train_files[0])} images are fewer than one global batch "
+                f"({global_batch})"
+            )
+        steps_per_epoch = min(args.steps_per_epoch or available, available)
+    total = args.steps or args.epochs * steps_per_epoch
+    classes = args.num_classes
+
+    with strategy.scope():
+        model = getattr(tf.keras.applications, args.arch)(
+            weights=None,
+            input_shape=(args.image_size, args.image_size, 3),
+            classes=classes,
+            classifier_activation=None,  # logits; the loss applies softmax in float32
+        )
+        optimizer = tf.keras.optimizers.SGD(
+            learning_rate=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+        )
+        if args.precision == "fp16":
+            optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)  # create slots now so restore fills them
+        step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+        epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+    loss_fn = tf.keras.losses.CategoricalCrossentropy(
+        from_logits=True, label_smoothing=args.label_smoothing, reduction="none"
+    )
+
+    # Checkpoints: every worker must take part in saving (the variables are mirrored, and
+    # saving may synchronise), but only the chief's copy is kept; the others write to a
+    # private temporary directory that is deleted at once. All workers restore from the
+    # chief's directory, so --checkpoint-dir must be on a file system every node sees.
+    # Dropout layers (MobileNet, EfficientNet...) draw their masks from seed-generator variables
+    # that tf.train.Checkpoint does not reach through the model: saved by name so that a resumed
+    # run draws the masks the uninterrupted run would have drawn.
+    rng = [v for v in model.non_trainable_variables if "seed_generator" in v.path]
+    ckpt = tf.train.Checkpoint(
+        model=model, optimizer=optimizer, step=step_var, epoch=epoch_var, rng=rng
+    )
+    chief = rank == 0
+    restored = restore_newest(ckpt, args.checkpoint_dir)
+    start = int(step_var.numpy()) if restored else 0
+    if restored and chief:
+        print(f"[resume] step={start} path={restored}", flush=True)
+    if chief:
+        manager = tf.train.CheckpointManager(ckpt, str(args.checkpoint_dir), max_to_keep=args.keep)
+
+    def save(step: int) -> None:
+        step_var.assign(step)
+        epoch_var.assign(step // steps_per_epoch)
+        if chief:
+            path = manager.save(checkpoint_number=step)
+            print(f"[checkpoint] step={step} path={path}", flush=True)
+        else:
+            scratch = tempfile.mkdtemp(prefix=f"ckpt-worker{rank}-")
+            tf.train.CheckpointManager(ckpt, scratch, max_to_keep=1).save(checkpoint_number=step)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def compute_gradients(images, labels):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(images, training=True), tf.float32)
+            per_example = loss_fn(tf.one_hot(labels, classes), logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if args.precision == "fp16" else loss
+        return loss, tape.gradient(scaled, model.trainable_variables)
+
+    if args.jit_compile:  # XLA for the forward and backward pass; the all-reduce stays outside
+        compute_gradients = tf.function(compute_gradients, jit_compile=True)
+
+    def replica_step(images, labels):
+        loss, grads = compute_gradients(images, labels)
+        # apply_gradients sums the gradients over all replicas (an all-reduce) before updating
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    @tf.function
+    def train_step(images, labels, lr):
+        optimizer.learning_rate.assign(lr)
+        losses = strategy.run(replica_step, args=(images, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    @tf.function
+    def any_worker_stopping(flag):
+        # the sum over all workers of 0 (carry on) or 1 (signalled)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: flag), axis=None)
+
+    def stop_requested() -> bool:
+        if workers == 1:
+            return stop.raised
+        # one worker's signal stops every worker at the same step
+        return float(any_worker_stopping(tf.constant(float(stop.raised)))) > 0
+
+    @tf.function
+    def eval_step(images, labels):
+        def replica_fn(images, labels):
+            logits = tf.cast(model(images, training=False), tf.float32)
+            loss = tf.reduce_sum(loss_fn(tf.one_hot(labels, classes), logits))
+            hits = [
+                tf.reduce_sum(tf.cast(tf.math.in_top_k(labels, logits, k), tf.float32))
+                for k in (1, min(5, classes))
+            ]
+            return tf.stack([*hits, loss, tf.cast(tf.shape(labels)[0], tf.float32)])
+
+        totals = strategy.run(replica_fn, args=(images, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, totals, axis=None)
+
+    def evaluate(epoch: int) -> None:
+        sums = tf.zeros([4])
+        for images, labels in eval_input(args, strategy):
+            sums += eval_step(images, labels)
+        top1, top5, loss, n = (float(x) for x in sums)
+        print(
+            f"[eval] rank={rank}/{workers} epoch={epoch} top1={top1 / n:.4f} "
+            f"top5={top5 / n:.4f} loss={loss / n:.4f}",
+            flush=True,
+        )
+
+    stop = StopFlag()
+    iterator = iter(train_input(args, strategy, start, total, steps_per_epoch))
+    untimed = min(args.warmup_steps, max(0, total - start - 1))  # clamped for short runs
+    t0 = interval_start = time.perf_counter()
+    timed_from = t0 if untimed == 0 else None
+    interval_steps, step, saved_at, loss = 0, start, start, None
+    while step < total:
+        if stop_requested():
+            iterator = None  # released early, as below
+            if saved_at != step:
+                save(step)
+            if chief:
+                print(f"[preempted] step={step}", flush=True)
+            return 0
+        epoch = step // steps_per_epoch
+        images, labels = next(iterator)
+        lr = lr_at(step, args, steps_per_epoch, total, global_batch)
+        loss = train_step(images, labels, tf.constant(lr, tf.float32))
+        step += 1
+        interval_steps += 1
+        if step - start == untimed:
+            float(loss)  # wait for the step to finish before starting the clock
+            timed_from = time.perf_counter()
+        if step % args.log_every == 0 or step == total:
+            loss_value = float(loss)  # waits for the step to finish
+            now = time.perf_counter()
+            rate = interval_steps * per_worker / max(now - interval_start, 1e-9)
+            print(
+                f"[train] rank={rank}/{workers} epoch={epoch} step={step} "
+                f"loss={loss_value:.6f} lr={lr:.6f} img_s={rate:.1f}",
+                flush=True,
+            )
+            interval_start, interval_steps = now, 0
+        if args.eval_steps and (step % steps_per_epoch == 0 or step == total):
+            began = time.perf_counter()
+            evaluate(epoch)
+            spent = time.perf_counter() - began  # left out of the training throughput
+            interval_start += spent
+            timed_from = timed_from + spent if timed_from is not None else None
+        if step % args.checkpoint_every == 0:
+            save(step)
+            saved_at = step
+    if loss is not None:
+        float(loss)  # wait for the last step
+    end = time.perf_counter()
+    # Release the input pipeline while every worker is still running: with TF 2.21 a worker
+    # that drops its distributed iterator after another worker has exited waits about 10 s.
+    iterator = None
+    if saved_at != step:
+        save(step)
+    if chief:
+        timed_steps = step - start - untimed
+        rate = timed_steps * global_batch / max(end - (timed_from or t0), 1e-9)
+        print(
+            f"[summary] ranks={workers} steps={step} img_s={rate:.1f} time_s={end - t0:.2f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (tf.errors.OpError, OSError, RuntimeError, ValueError) as exc:
+        lines = str(exc).strip().splitlines() or [""]
+        sys.exit(f"error: {type(exc).__name__}: {lines[0]}")

@@ -1,0 +1,413 @@
+"""examples/pytorch/train_resnet.py: tiny CPU runs, two ranks, exact resume, clear errors.
+
+Every run here is a tiny one (TRAIN_TINY=1 or --tiny: 32x32 images, 4 per rank, a few steps) on
+the CPU. The torchrun test runs the default ResNet-50 exactly as the pages do; the others use
+ResNet-18 (--arch resnet18), whose checkpoints are half the size, to keep the file near a minute.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterkit import trainlog
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
+STEPS = 10  # tiny runs made longer (TRAIN_TINY_STEPS) so that a signal has time to land
+TIMEOUT = 180
+LAUNCH_VARS = (
+    "SLURM_",
+    "OMPI_",
+    "JSM_",
+    "PMIX_",
+    "PMI_",
+    "MPI_LOCAL",
+    "TORCHELASTIC_",
+    "MASTER_",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "TRAIN_TINY",
+    "OMP_NUM_THREADS",
+)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without any launcher's variables (CI may itself run in a job)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCH_VARS)}
+    env.update(extra)
+    return env
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None):
+    env = env if env is not None else clean_env(OMP_NUM_THREADS="2")
+    return subprocess.run(
+        [sys.executable, str(TRAINER), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+def records(text: str, kind: str) -> list[trainlog.Record]:
+    return [r for r in trainlog.parse(text) if r.kind == kind]
+
+
+def steps(text: str) -> list[int]:
+    return [r.fields["step"] for r in records(text, "train")]
+
+
+def final_state(directory: Path) -> dict:
+    import torch
+
+    newest = sorted(directory.glob("ckpt-step*.pt"))[-1]
+    return torch.load(newest, map_location="cpu", weights_only=True)
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    import torch
+
+    assert a["step"] == b["step"]
+    assert a["model"].keys() == b["model"].keys()
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), f"{name} differs"
+    momenta = [s["momentum_buffer"] for s in a["optimizer"]["state"].values()]
+    again = [s["momentum_buffer"] for s in b["optimizer"]["state"].values()]
+    assert all(torch.equal(x, y) for x, y in zip(momenta, again, strict=True))
+
+
+def free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+TINY_ENV = {"TRAIN_TINY": "1", "TRAIN_TINY_STEPS": str(STEPS), "OMP_NUM_THREADS": "2"}
+SMALL = ("--arch", "resnet18", "--log-every", "1")
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> tuple[Path, str]:
+    """One uninterrupted tiny run (checkpoints every 4 steps); shared by several tests."""
+    cwd = tmp_path_factory.mktemp("straight")
+    r = run(cwd, *SMALL, "--checkpoint-every", "4", "--keep", "2", env=clean_env(**TINY_ENV))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return cwd, r.stdout
+
+
+# --------------------------------------------------------------------------- one process
+def test_single_process_tiny_run(straight):
+    cwd, out = straight
+    assert steps(out) == list(range(1, STEPS + 1))
+    assert all(math.isfinite(r.fields["loss"]) for r in records(out, "train"))
+    assert {(r.fields["rank"], r.fields["world"]) for r in records(out, "train")} == {(0, 1)}
+    (summary,) = records(out, "summary")
+    assert summary.fields["ranks"] == 1 and summary.fields["steps"] == STEPS
+    assert summary.fields["img_s"] > 0
+    # --keep 2: the last two checkpoints stay, nothing half-written is left behind
+    names = sorted(p.name for p in (cwd / "checkpoints").iterdir())
+    assert names == ["ckpt-step00000008.pt", "ckpt-step00000010.pt"]
+    assert [r.fields["step"] for r in records(out, "checkpoint")] == [4, 8, 10]
+
+
+def test_resume_after_sigusr1_is_exact(straight, tmp_path):
+    """Stop with SIGUSR1 part-way, resume: same steps, bit-identical weights."""
+    proc = subprocess.Popen(
+        [sys.executable, str(TRAINER), *SMALL, "--checkpoint-every", "100"],
+        cwd=tmp_path,
+        env=clean_env(**TINY_ENV),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            rec = trainlog.parse_line(line)
+            if rec and rec.kind == "train" and rec.fields["step"] == 2:
+                proc.send_signal(signal.SIGUSR1)
+                break
+        rest, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+    first = "".join(lines) + rest
+    assert proc.returncode == 0, first
+    (stopped,) = records(first, "preempted")
+    at = stopped.fields["step"]
+    assert 2 <= at < STEPS, first
+    assert f"[checkpoint] step={at} " in first
+
+    second = run(tmp_path, *SMALL, "--checkpoint-every", "100", env=clean_env(**TINY_ENV))
+    assert second.returncode == 0, second.stderr
+    assert [r.fields["step"] for r in records(second.stdout, "resume")] == [at]
+    # no step lost and none done twice
+    assert steps(first) + steps(second.stdout) == list(range(1, STEPS + 1))
+    assert_same_weights(
+        final_state(straight[0] / "checkpoints"), final_state(tmp_path / "checkpoints")
+    )
+
+
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(straight, tmp_path):
+    shutil.copytree(straight[0] / "checkpoints", tmp_path / "checkpoints")
+    newest = tmp_path / "checkpoints" / f"ckpt-step{STEPS:08d}.pt"
+    newest.write_bytes(newest.read_bytes()[:4096])  # truncated, as by a full disk
+    r = run(tmp_path, *SMALL, "--checkpoint-every", "100", env=clean_env(**TINY_ENV))
+    assert r.returncode == 0, r.stderr
+    assert f"skipping checkpoint {Path('checkpoints') / newest.name}" in r.stderr
+    assert [rec.fields["step"] for rec in records(r.stdout, "resume")] == [8]
+    assert steps(r.stdout) == [9, 10]
+    assert_same_weights(
+        final_state(straight[0] / "checkpoints"), final_state(tmp_path / "checkpoints")
+    )
+
+
+def test_image_folder_with_evaluation(tmp_path):
+    from PIL import Image
+
+    pixels = bytes(range(256)) * 100
+    for split in ("train", "val"):
+        for c, cls in enumerate(("n01440764", "n01443537")):
+            folder = tmp_path / "data" / split / cls
+            folder.mkdir(parents=True)
+            for i in range(8):
+                start = (c * 31 + i * 7) % 256
+                image = Image.frombytes("RGB", (48, 40), pixels[start : start + 48 * 40 * 3])
+                image.save(folder / f"{cls}_{i}.JPEG")
+    r = run(tmp_path, "--tiny", "--arch", "resnet18", "--data-dir", "data", "--eval-every-epoch")
+    assert r.returncode == 0, r.stderr
+    assert steps(r.stdout) == [2, 4, 6]
+    evals = records(r.stdout, "eval")
+    assert [e.fields["epoch"] for e in evals] == [0, 1]  # 16 images / 4 -> epochs of 3 steps
+    assert all(0 <= e.fields["top1"] <= e.fields["top5"] <= 1 for e in evals)
+    assert records(r.stdout, "summary")
+
+
+# --------------------------------------------------------------------------- two ranks
+def torchrun() -> list[str]:
+    beside = Path(sys.executable).with_name("torchrun")
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "torch.distributed.run"]
+
+
+def test_two_ranks_under_torchrun(tmp_path):
+    r = subprocess.run(
+        [*torchrun(), "--standalone", "--nproc_per_node=2", str(TRAINER)],
+        cwd=tmp_path,
+        env=clean_env(TRAIN_TINY="1"),  # what CI runs for the pages: the default ResNet-50
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    train = records(r.stdout, "train")
+    assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(0, 2), (1, 2)}
+    for rank in (0, 1):
+        assert [t.fields["step"] for t in train if t.fields["rank"] == rank] == [2, 4, 6]
+    (summary,) = records(r.stdout, "summary")
+    assert summary.fields["ranks"] == 2 and summary.fields["steps"] == 6
+    assert "OMP_NUM_THREADS is not set" not in r.stderr  # torchrun sets it
+
+
+def test_two_ranks_by_hand_from_slurm_variables_stop_together(tmp_path):
+    """srun-style launch (SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/PORT); SIGUSR1 to one rank
+    stops both at the same step, and rank 0 checkpoints there."""
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = clean_env(
+            TRAIN_TINY="1",
+            TRAIN_TINY_STEPS="40",
+            SLURM_PROCID=str(rank),
+            SLURM_NTASKS="2",
+            SLURM_LOCALID=str(rank),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(TRAINER), *SMALL, "--checkpoint-every", "100"],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    head = []
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        for line in procs[0].stdout:
+            head.append(line)
+            rec = trainlog.parse_line(line)
+            if rec and rec.kind == "train" and rec.fields["step"] == 2:
+                procs[1].send_signal(signal.SIGUSR1)
+                break
+            assert time.monotonic() < deadline
+        outs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    outs[0] = "".join(head) + outs[0]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    # hand-launched ranks without OMP_NUM_THREADS: one warning, from rank 0
+    assert outs[0].count("OMP_NUM_THREADS is not set") == 1
+    assert "OMP_NUM_THREADS" not in outs[1]
+    (stopped,) = records(outs[0], "preempted")
+    at = stopped.fields["step"]
+    assert 2 <= at < 40
+    for rank, out in enumerate(outs):
+        train = records(out, "train")
+        assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(rank, 2)}
+        assert [t.fields["step"] for t in train] == list(range(1, at + 1))
+    assert (tmp_path / "checkpoints" / f"ckpt-step{at:08d}.pt").is_file()
+
+
+# --------------------------------------------------------------------------- errors
+def test_bad_flag_exits_2_with_usage_and_no_traceback(tmp_path):
+    r = run(tmp_path, "--precision", "fp8")
+    assert r.returncode == 2
+    assert "argument --precision: invalid choice: 'fp8'" in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    """The trainer as a module, for error paths that stop before any training."""
+    spec = importlib.util.spec_from_file_location("train_resnet", TRAINER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def bare_env(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith(LAUNCH_VARS):
+            monkeypatch.delenv(key)
+    return monkeypatch
+
+
+def one_line_error(trainer, capsys, argv) -> tuple[int, str]:
+    try:
+        code = trainer.run(argv)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    err = capsys.readouterr().err
+    return code, err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--arch", "resnet5000"], "argument --arch: invalid choice: 'resnet5000'"),
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--data-dir", "/nonexistent/imagenet"], "--data-dir /nonexistent/imagenet: no such dir"),
+        (["--backend", "mpi"], "--backend mpi: this PyTorch build has no MPI support"),
+    ],
+)
+def test_bad_arguments(trainer, bare_env, capsys, argv, message):
+    code, line = one_line_error(trainer, capsys, argv)
+    assert code == 2 and message in line
+
+
+def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
+    (tmp_path / "train" / "empty_class").mkdir(parents=True)
+    code, line = one_line_error(trainer, capsys, ["--data-dir", str(tmp_path)])
+    assert code == 2 and "train/ holds no class directories with images" in line
+    code, line = one_line_error(trainer, capsys, ["--data-dir", str(tmp_path / "train" / "x")])
+    assert code == 2 and "no such directory" in line
+
+
+def test_missing_master_addr_says_how_to_set_it(trainer, bare_env, capsys):
+    bare_env.setenv("SLURM_PROCID", "0")
+    bare_env.setenv("SLURM_NTASKS", "2")
+    code, line = one_line_error(trainer, capsys, ["--tiny"])
+    assert code == 1
+    assert line.startswith("error: MASTER_ADDR is not set (nor MASTER_PORT): srun started 2")
+    assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in line
+
+
+# --------------------------------------------------------------------------- pieces
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, ("none", 0, 1, 0)),
+        (
+            {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "SLURM_PROCID": "0"},
+            ("torchrun", 3, 8, 1),
+        ),
+        ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1"}, ("srun", 5, 8, 1)),
+        (
+            {"SLURM_PROCID": "5", "SLURM_NTASKS": "9", "SLURM_STEP_NUM_TASKS": "8"},
+            ("srun", 5, 8, 0),
+        ),
+        (  # mpirun inside a Slurm job: its ranks inherit the batch shell's SLURM_PROCID=0
+            {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "SLURM_PROCID": "0"},
+            ("mpirun", 2, 4, 0),
+        ),
+        ({"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1"}, ("mpiexec", 3, 4, 1)),
+        (
+            {
+                "JSM_NAMESPACE_RANK": "7",
+                "JSM_NAMESPACE_SIZE": "12",
+                "JSM_NAMESPACE_LOCAL_RANK": "1",
+            },
+            ("jsrun", 7, 12, 1),
+        ),
+        ({"PMIX_RANK": "1", "WORLD_SIZE": "2"}, ("pmix", 1, 2, 0)),
+    ],
+)
+def test_launcher_detection(trainer, bare_env, env, expected):
+    for key, value in env.items():
+        bare_env.setenv(key, value)
+    assert trainer.launcher_env() == expected
+
+
+def test_pmix_without_a_world_size_is_an_error(trainer, bare_env):
+    bare_env.setenv("PMIX_RANK", "0")
+    with pytest.raises(trainer.Abort, match="export WORLD_SIZE"):
+        trainer.launcher_env()
+
+
+def test_learning_rate_warms_up_then_decays(trainer):
+    lrs = [trainer.learning_rate(s, 0.4, 4, 20) for s in range(20)]
+    assert lrs[:4] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert lrs[4] == 0.4 and all(a > b for a, b in itertools.pairwise(lrs[4:])) and lrs[-1] > 0
+
+
+def test_synthetic_images_depend_only_on_seed_and_index(trainer):
+    import torch
+
+    a = trainer.SyntheticImages(100, 16, 10, seed=1)
+    b = trainer.SyntheticImages(5, 16, 10, seed=1)
+    assert torch.equal(a[3][0], b[3][0]) and a[3][1] == b[3][1]
+    assert a[3][0].dtype == torch.uint8 and a[3][0].shape == (3, 16, 16)
+    assert not torch.equal(a[3][0], trainer.SyntheticImages(100, 16, 10, seed=2)[3][0])
+    assert not torch.equal(a[3][0], trainer.SyntheticImages(100, 16, 10, seed=1, split=1)[3][0])
+    assert not torch.equal(a[3][0], a[4][0])
+
+
+def test_help_documents_tiny_the_learning_rate_rule_and_the_log_format(trainer):
+    text = trainer.build_parser().format_help()
+    assert "TRAIN_TINY=1" in text and "global batch / 256" in text
+    assert "[train] rank=0/2 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=123.4" in text
+    assert trainlog.parse_line(
+        "[train] rank=0/2 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=123.4"
+    )
