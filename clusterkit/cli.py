@@ -64,54 +64,9 @@ def cmd_modulefiles(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Every static check, without training runs: what writers run before each commit."""
-    import subprocess
-    import time
+    from clusterkit.lint import fast
 
-    from clusterkit import deprecations
-    from clusterkit.emulate.jobcheck import check_slurm_script
-    from clusterkit.profiles import ROOT, all_sites
-
-    start = time.perf_counter()
-    bad = 0
-    sites = {s.name: s for s in all_sites()}  # validates every profile
-    print(f"profiles: {len(sites)} valid")
-    scripts = 0
-    for site_dir in sorted((ROOT / "examples").iterdir()):
-        site = sites.get(site_dir.name)
-        if site is None:
-            continue
-        for path in sorted(site_dir.iterdir()):
-            text = path.read_text(errors="replace") if path.is_file() else ""
-            if "#SBATCH" in text:
-                report = check_slurm_script(path, site)
-            elif "#BSUB" in text:
-                from clusterkit.emulate import lsf
-
-                report = lsf.check_lsf_script(path, site)
-            else:
-                continue
-            scripts += 1
-            for f in report.errors:
-                print(f, file=sys.stderr)
-                bad += 1
-    print(f"job scripts: {scripts} emulated")
-    stale = deprecations.lint_all()
-    for f in stale:
-        print(f, file=sys.stderr)
-    bad += len(stale)
-    print(f"deprecation lint: {len(stale)} stale command(s)")
-    files = [
-        str(p)
-        for p in (ROOT / "examples").rglob("*")
-        if p.suffix in {".sh", ".sbatch", ".slurm", ".lsf"}
-    ]
-    r = subprocess.run(["shellcheck", "--shell=bash", *files], capture_output=True, text=True)
-    if r.returncode:
-        print(r.stdout, file=sys.stderr)
-        bad += 1
-    print(f"shellcheck: {len(files)} scripts, {'clean' if not r.returncode else 'FINDINGS'}")
-    print(f"{'FAILED' if bad else 'ok'} in {time.perf_counter() - start:.1f} s")
-    return 1 if bad else 0
+    return fast.main([])
 
 
 def build_parser() -> argparse.ArgumentParser:

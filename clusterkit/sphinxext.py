@@ -305,47 +305,7 @@ class ExampleLiteralInclude(LiteralInclude):
         return [*result, para]
 
 
-class BlockCoverage(SphinxDirective):
-    """Every code block of the site and how the last test run tested it."""
-
-    def run(self) -> list[nodes.Node]:
-        import os
-
-        from clusterkit import coverage
-
-        log = Path(
-            os.environ.get("CLUSTERKIT_COVERAGE_LOG")
-            or Path(self.env.srcdir).parent / "_build" / "coverage" / "blocks.jsonl"
-        )
-        records = coverage.read_log(log)
-        pairs = coverage.match(coverage.all_blocks(Path(self.env.srcdir)), records)
-        if not records:
-            return [
-                nodes.paragraph(
-                    text="No test results in this build: run `nox -s tests` "
-                    "before building the site to fill in this page."
-                )
-            ]
-        counts: dict[str, int] = {}
-        for _, r in pairs:
-            key = r["how"] if r else "untested"
-            counts[key] = counts.get(key, 0) + 1
-        summary = _table(["How tested", "Blocks"], [[k, str(v)] for k, v in sorted(counts.items())])
-        rows = [
-            [
-                b.page,
-                str(b.line),
-                b.kind,
-                r["how"] if r else "untested",
-                (r or {}).get("detail", ""),
-            ]
-            for b, r in pairs
-        ]
-        return [summary, _table(["Page", "Line", "Block", "How tested", "Detail"], rows)]
-
-
 def setup(app: Sphinx) -> dict:
-    app.add_directive("block-coverage", BlockCoverage)
     app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)

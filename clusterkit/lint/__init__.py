@@ -1,0 +1,16 @@
+"""Stale-command defences: static checks of the pages and examples against data.
+
+* :mod:`~clusterkit.lint.deprecations`: the registry ``lint/deprecations.yaml`` and the lint
+  over every code block, inline code span and example (historical markers excepted);
+* :mod:`~clusterkit.lint.inventories`: ``module`` commands against each site's module list;
+* :mod:`~clusterkit.lint.contracts_tool`: third-party CLI contracts (``contracts/*.json``),
+  made from pinned upstream code, and the check of every script invocation;
+* :mod:`~clusterkit.lint.refresh`: a site profile refreshed from live ``scontrol``,
+  ``sacctmgr`` and Lmod output, as a reviewed diff and a proposal;
+* :mod:`~clusterkit.lint.coverage`: how each code block was tested (the generated
+  ``docs/reference/test-coverage.md``);
+* :mod:`~clusterkit.lint.fast`: all static checks in one quick command;
+* :mod:`~clusterkit.lint.pages`: the page and shell readers they share.
+
+Each has a ``python -m clusterkit.lint.<name>`` command.
+"""

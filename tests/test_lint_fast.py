@@ -1,0 +1,55 @@
+"""The fast static check: every check runs, a broken check fails the run, and no framework is
+imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from clusterkit.lint import fast
+from clusterkit.profiles import ROOT
+
+
+def test_all_checks_are_wired():
+    assert set(fast.CHECKS) == {*fast.RUNNERS, "sphinx"}
+
+
+def test_static_checks_run_without_importing_a_framework_and_quickly():
+    code = (
+        "import json, sys\n"
+        "from clusterkit.lint import fast\n"
+        "results = fast.run([n for n in fast.CHECKS if n != 'sphinx'], quiet=True)\n"
+        "print(json.dumps({'frameworks': sorted(m for m in ('torch', 'tensorflow', 'keras')\n"
+        "    if m in sys.modules), 'ran': [r.name for r in results]}))\n"
+    )
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["frameworks"] == []
+    assert data["ran"] == [n for n in fast.CHECKS if n != "sphinx"]
+    assert elapsed < 30, f"the fast check took {elapsed:.1f} s"
+
+
+def test_a_check_that_crashes_fails_the_run(monkeypatch, capsys):
+    def boom():
+        raise RuntimeError("no")
+
+    monkeypatch.setitem(fast.RUNNERS, "profiles", boom)
+    assert fast.main(["--only", "profiles"]) == 1
+    assert "crashed: RuntimeError: no" in capsys.readouterr().err
+
+
+def test_sphinx_is_skipped_with_a_reason_where_it_is_missing(monkeypatch, capsys):
+    monkeypatch.setattr(fast, "sphinx_command", lambda out: None)
+    assert fast.main(["--only", "sphinx"]) == 0
+    assert "skipped: Sphinx is not installed" in capsys.readouterr().out
+
+
+def test_job_scripts_and_profiles_pass():
+    assert fast.main(["--only", "profiles", "--only", "jobs", "-q"]) == 0
