@@ -27,6 +27,9 @@ class Result:
     path: Path
 
     def __getattr__(self, name: str):
+        if name.startswith("__") or name == "data":
+            # copy/pickle probe dunders on an instance whose `data` is not set yet
+            raise AttributeError(name)
         try:
             return self.data[name]
         except KeyError:
