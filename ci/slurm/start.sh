@@ -71,7 +71,7 @@ fi
 mkdir -p /run/munge
 chown munge:munge /run/munge
 if ! munge -n </dev/null >/dev/null 2>&1; then
-    runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1
+    runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1 9>&-
     for _ in $(seq 1 50); do
         munge -n </dev/null >/dev/null 2>&1 && break
         sleep 0.1
@@ -107,10 +107,10 @@ fi
 
 # -- daemons: a fresh controller state every time (-c, wiped directory), then one slurmd each
 rm -rf "${state:?}/ctld/"*
-/usr/sbin/slurmctld -c -f "$SLURM_CONF" </dev/null >>"$state/daemons.out" 2>&1
+/usr/sbin/slurmctld -c -f "$SLURM_CONF" </dev/null >>"$state/daemons.out" 2>&1 9>&-
 for n in "${names[@]}"; do
     mkdir -p "$state/slurmd-$n"
-    /usr/sbin/slurmd -N "$n" -f "$SLURM_CONF" </dev/null >>"$state/daemons.out" 2>&1
+    /usr/sbin/slurmd -N "$n" -f "$SLURM_CONF" </dev/null >>"$state/daemons.out" 2>&1 9>&-
 done
 
 # -- ready when every logical node with a slurmd is idle (at most 30 s)

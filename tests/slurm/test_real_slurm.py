@@ -288,3 +288,30 @@ def test_example_runs_for_real(site, script, trainer, extra, ranks, slurm_env, t
     assert "JobState=COMPLETED" in state, f"{script}: {state}\n{out}"
     seen = {rec.fields["rank"] for rec in trainlog.parse(out) if rec.kind == "train"}
     assert seen == set(range(ranks)), f"{script}:\n{out}"
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_profile_refresh_reads_the_live_cluster_back(site, slurm_env, tmp_path):
+    """What site staff run on a login node (clusterkit.lint.refresh), here against the running
+    cluster made from the profile: it must read back the partitions, limits and node shapes the
+    profile holds -- only what a one-machine test cluster leaves out may differ."""
+    from clusterkit.lint import refresh
+
+    env = slurm_env(site)
+
+    def scontrol(*words: str) -> str:
+        r = subprocess.run(["scontrol", *words], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    live = refresh.read_live(scontrol("show", "partition", "-o"), scontrol("show", "node", "-o"))
+    assert set(live.partitions) == {
+        name for name, p in load_site(site).partitions.items() if p.status != "removed"
+    }
+    changes, diff, _ = refresh.refresh(site, live, tmp_path)
+    assert {(c.section, c.field) for c in changes} <= {
+        ("partitions", "nodes"),
+        ("partitions", "default_walltime"),
+        ("node_types", "count"),
+        ("node_types", "arch"),  # every slurmd here reports this machine's architecture
+    }, diff.read_text()
