@@ -664,6 +664,10 @@ def own_script(script: str, root: Path = ROOT, context: str = "") -> Path | None
     (examples/pytorch/train_resnet.py, examples/tensorflow/train_resnet_keras.py), the one whose
     framework the surrounding text names."""
     name = Path(script).name
+    if script.startswith(("benchmarks/", "./benchmarks/")):
+        bench = root / script.removeprefix("./")
+        if bench.is_file():  # the benchmark scripts, run from the repository root
+            return bench
     hits = sorted(p for p in (root / "examples").rglob(name) if p.is_file())
     if len(hits) <= 1:
         return hits[0] if hits else None
