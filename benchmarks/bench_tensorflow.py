@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf  # noqa: E402  (the log level must be set before the import)
+import tensorflow as tf  # after the log level is set
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"
