@@ -315,3 +315,36 @@ def test_profile_refresh_reads_the_live_cluster_back(site, slurm_env, tmp_path):
         ("node_types", "count"),
         ("node_types", "arch"),  # every slurmd here reports this machine's architecture
     }, diff.read_text()
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_reframe_job_scripts_pass_sbatch_test_only(site, slurm_env, tmp_path):
+    """The job scripts ReFrame writes for every check on the site (reframe --dry-run with a
+    configuration generated from the profile) are accepted by the real Slurm, as the examples
+    are. tests/test_reframe.py holds the same scripts to the emulator."""
+    if shutil.which("reframe", path=os.path.dirname(sys.executable)) is None:
+        pytest.fail("reframe is not installed beside this interpreter (requirements/ml.txt)")
+    from clusterkit import reframe_config
+    from clusterkit.lmod import write_modulefiles
+    from tests.test_reframe import LMOD_CMD, dry_run
+
+    profile = load_site(site)
+    modules = tmp_path / "modulefiles"
+    write_modulefiles(profile, modules)
+    env = dict(
+        os.environ,
+        CLUSTERKIT_REFRAME=os.path.join(os.path.dirname(sys.executable), "reframe"),
+        LMOD_CMD=str(LMOD_CMD),
+        PYTHONPATH=str(ROOT),
+        CLUSTERKIT_TEST_MODULE_ROOT=str(modules),
+    )
+    config = reframe_config.write_config(tmp_path / "config", [profile])
+    proc, scripts = dry_run(env, config, site, tmp_path / "run")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert scripts, "reframe --dry-run wrote no job script"
+    refused = {}
+    for script in scripts:
+        ok, words = real_verdict(script, slurm_env(site))
+        if not ok:
+            refused[str(script.relative_to(tmp_path))] = words
+    assert not refused, refused
