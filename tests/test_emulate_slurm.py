@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -253,6 +254,9 @@ def test_emulator_agrees_with_real_slurm_on_the_corpus(script):
         assert errors == [], "Slurm accepts this script"
     else:
         assert errors, "Slurm refuses this script; the emulator let it through"
+        expected = re.findall(r"\[([\w-]+)\]", script.read_text().splitlines()[1])
+        assert expected, f"{script}: line 2 must be '# expect: [rule] ...'"
+        assert {f.rule for f in report.errors} == set(expected), errors
         # each names the file and a line of it
         assert all(e.startswith(f"{script.relative_to(ROOT)}:") for e in errors), errors
 
