@@ -244,3 +244,102 @@ def serve(session: nox.Session) -> None:
         "clusterkit",
         *session.posargs,
     )
+
+
+HOROVOD = "0.28.1"  # the last release (June 2023)
+HVD_ENV = ROOT / ".nox" / "_horovod"
+
+
+@nox.session(venv_backend="none")
+def horovod(session: nox.Session) -> None:
+    """Build Horovod as users must today, then run its examples with two ranks (not in CI:
+    the build takes about six minutes on two cores).
+
+    Horovod 0.28.1 asks for C++14; the PyTorch here (2.14, a CUDA build) needs C++20 and the
+    CUDA toolkit's headers and libcudart. So: the source release with its C++ standard raised,
+    built without pip's build isolation against the shared environment's PyTorch, with
+    CUDA_HOME pointing at the toolkit (TensorFlow left out: docs/howto/horovod.md says why)."""
+    env = ml_env(session)
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    if not (cuda / "bin" / "nvcc").exists() or not (cuda / "lib64").is_dir():
+        session.error(
+            f"no CUDA toolkit at {cuda} (set CUDA_HOME): the CUDA build of PyTorch makes "
+            "Horovod's build need nvcc, the CUDA headers and libcudart"
+        )
+    python = HVD_ENV / "bin" / "python"
+    if not (HVD_ENV / "bin" / "horovodrun").exists():
+        if HVD_ENV.exists():
+            shutil.rmtree(HVD_ENV)
+        session.run(sys.executable, "-m", "venv", str(HVD_ENV), external=True)
+        # PyTorch and torchvision come from the shared environment, not a second 5 GB copy
+        site = subprocess.check_output(
+            [
+                str(ML_ENV / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_path('purelib'))",
+            ],
+            text=True,
+        ).strip()
+        own = subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+        Path(own, "zz_shared_ml_env.pth").write_text(site + "\n")
+        src = BUILD / "horovod-src"
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        pip = [str(python), "-m", "pip"]
+        session.run(*pip, "install", "--quiet", "setuptools", "wheel", external=True)
+        session.run(
+            *pip,
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"horovod=={HOROVOD}",
+            "-d",
+            str(src),
+            external=True,
+        )
+        session.run(
+            "tar", "-xzf", str(src / f"horovod-{HOROVOD}.tar.gz"), "-C", str(src), external=True
+        )
+        tree = src / f"horovod-{HOROVOD}"
+        for cmake in tree.rglob("CMakeLists.txt"):
+            text = cmake.read_text()
+            raised = text.replace("CMAKE_CXX_STANDARD 14", "CMAKE_CXX_STANDARD 20")
+            if raised != text:
+                cmake.write_text(raised)
+        build_env = {
+            **env,
+            "CUDA_HOME": str(cuda),
+            "HOROVOD_CUDA_HOME": str(cuda),
+            "HOROVOD_BUILD_CUDA_CC_LIST": "90",  # one architecture: the build is for CPU runs
+            "HOROVOD_WITH_PYTORCH": "1",
+            "HOROVOD_WITHOUT_TENSORFLOW": "1",
+            "HOROVOD_WITHOUT_MXNET": "1",
+            "HOROVOD_WITHOUT_MPI": "1",
+            "HOROVOD_WITH_GLOO": "1",
+            "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
+        }
+        session.run(
+            *pip, "install", "--no-build-isolation", str(tree), external=True, env=build_env
+        )
+    hvd_path = f"{HVD_ENV / 'bin'}{os.pathsep}{env['PATH']}"
+    session.run(
+        str(python),
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "tests/horovod",
+        *session.posargs,
+        external=True,
+        env={
+            **env,
+            "PATH": hvd_path,
+            "VIRTUAL_ENV": str(HVD_ENV),
+            "CLUSTERKIT_REQUIRE_HOROVOD": "1",
+        },
+    )

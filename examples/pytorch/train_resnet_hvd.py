@@ -241,7 +241,7 @@ def main() -> int:
             lr = learning_rate(step, peak, warm, total)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()  # Horovod 0.28.1 takes no arguments here (grads go to None)
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 loss = criterion(model(images), labels)
             scaler.scale(loss).backward()
