@@ -35,6 +35,8 @@ root_doc = "index"
 exclude_patterns = ["_build", "**/conftest.py", "**/.pytest_cache"]
 nitpicky = True
 
+# Curly quotes and ellipses, but "--" stays two hyphens: the pages are full of command-line flags.
+smartquotes_action = "qe"
 html_theme = "furo"
 html_title = project
 html_static_path = ["docs/_static"]
