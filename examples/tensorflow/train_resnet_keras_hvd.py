@@ -4,10 +4,13 @@
     horovodrun -np 4 python train_resnet_keras_hvd.py   # or srun / mpirun / jsrun: a task per GPU
 
 Each rank trains on a fixed batch of synthetic images: it measures throughput, not accuracy.
-Horovod's last release (0.28.1, June 2023) predates Keras 3, and its horovod.tensorflow.keras
-wrappers were written for Keras 2, so this script uses DistributedGradientTape in a hand-written
-loop instead. Building 0.28.1 against TensorFlow 2.21 needs C++17 (horovod#3996). For new work
-prefer train_resnet_keras.py (tf.distribute, no extra package); the log lines are the same.
+Horovod's last release (0.28.1, June 2023) predates Keras 3: its horovod.tensorflow.keras
+wrappers, DistributedGradientTape and broadcast_variables expect tf.Variable objects, which Keras
+3 variables are not. So this script broadcasts the initial values and averages the gradients
+itself (hvd.broadcast, hvd.grouped_allreduce) in a hand-written loop. Building 0.28.1 against
+TensorFlow 2.21 needs C++17 (horovod#3996) and leaving out Horovod's XLA ops, whose headers the
+TensorFlow wheel does not ship (docs/howto/horovod.md). For new work prefer
+train_resnet_keras.py (tf.distribute, no extra package); the log lines are the same.
 Hand launches (srun, mpirun) do not set OMP_NUM_THREADS: set it to the cores per rank.
 """
 
@@ -73,8 +76,10 @@ def main() -> int:
         ckpt.restore(manager.latest_checkpoint)
         if rank == 0:
             print(f"[resume] step={int(step_var)} path={manager.latest_checkpoint}", flush=True)
-    # every rank starts from rank 0's weights and momenta
-    hvd.broadcast_variables(model.variables + optimizer.variables, root_rank=0)
+    # Every rank starts from rank 0's weights and momenta. hvd.broadcast_variables expects
+    # tf.Variable objects, which Keras 3 variables are not: broadcast their values one by one.
+    for i, var in enumerate(model.variables + optimizer.variables):
+        var.assign(hvd.broadcast(tf.convert_to_tensor(var), root_rank=0, name=f"init.{i}"))
 
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -88,8 +93,10 @@ def main() -> int:
     def train_step():
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(images, training=True))
-        tape = hvd.DistributedGradientTape(tape, compression=compression)  # averages gradients
         grads = tape.gradient(loss, model.trainable_variables)
+        # Average the gradients over the ranks. (hvd.DistributedGradientTape does this for
+        # tf.Variables, but calls .ref() on each source, which Keras 3 variables lack.)
+        grads = hvd.grouped_allreduce(grads, op=hvd.Average, compression=compression)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return hvd.allreduce(loss)
 
