@@ -16,25 +16,17 @@ commit); ``--output FILE`` also writes it. Not a test: the figures depend on the
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import platform
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+import record
 import torch
 import torch.nn as nn
 import torchvision
 
-ROOT = Path(__file__).resolve().parent.parent
-TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
-# A launcher's variables would make the trainer wait for ranks that never come.
-LAUNCHER_VARS = ("SLURM_", "OMPI_", "PMIX_", "PMI_", "JSM_", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+TRAINER = record.ROOT / "examples" / "pytorch" / "train_resnet.py"
 
 
 def plain_loop(args) -> float:
@@ -92,24 +84,15 @@ def trainer(args, workdir: Path) -> tuple[float, str]:
     ]
     cmd += ["--channels-last"] if args.channels_last else []
     cmd += ["--compile"] if args.compile else []
-    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
-    env.pop("TRAIN_TINY", None)
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    m = re.search(r"^\[summary\] .*\bimg_s=([\d.]+)", r.stdout, re.MULTILINE)
-    if r.returncode != 0 or not m:
-        raise SystemExit(f"the trainer failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    shown = [Path(c).name if c in (sys.executable, str(TRAINER)) else c for c in cmd]
-    return float(m[1]), " ".join(shown)
+    return record.trainer_rate(cmd, TRAINER)
 
 
 def hardware(device: str) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    out = {"cpu": cpu, "cpu_threads": torch.get_num_threads(), "cores": os.cpu_count()}
+    out = {
+        "cpu": record.cpu_name(),
+        "cpu_threads": torch.get_num_threads(),
+        "cores": os.cpu_count(),
+    }
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         out.update(
@@ -122,16 +105,6 @@ def hardware(device: str) -> dict:
     return out
 
 
-def git_commit() -> str | None:
-    try:
-        r = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return r.stdout.strip() or None
-
-
 def main() -> None:
     cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(
@@ -140,58 +113,30 @@ def main() -> None:
     )
     p.add_argument("--arch", default="resnet50", help="torchvision model")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if cuda else "cpu")
-    p.add_argument("--batch-size", type=int, default=256 if cuda else 8)
-    p.add_argument("--image-size", type=int, default=224 if cuda else 64)
-    p.add_argument("--steps", type=int, default=50 if cuda else 10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=10 if cuda else 2, help="untimed steps first")
-    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    record.add_common_arguments(p, gpu=cuda)
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true", help="torch.compile (both loops)")
     p.add_argument(
         "--workers", type=int, default=8 if cuda else 0, help="the trainer's loader processes"
     )
-    p.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="runs of each, alternating; the best of each counts (a shared or busy machine "
-        "slows single runs down at random)",
-    )
-    p.add_argument("--output", type=Path, help="also write the JSON record here")
     args = p.parse_args()
     if args.device == "cuda" and not cuda:
         p.error("--device cuda: no GPU here")
     if args.warmup < 1 or args.steps < args.warmup:
         p.error("--warmup must be at least 1 and --steps at least --warmup")
 
-    runs: dict[str, list[float]] = {"trainer": [], "plain": []}
-    for _ in range(max(1, args.repeats)):
-        with tempfile.TemporaryDirectory() as tmp:
-            rate, command = trainer(args, Path(tmp))
-        runs["trainer"].append(rate)
-        runs["plain"].append(plain_loop(args))
-    ours, plain = max(runs["trainer"]), max(runs["plain"])
-    record = {
-        "benchmark": f"{args.arch}-pytorch-trainer-vs-plain-loop",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "hardware": hardware(args.device),
-        "software": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "torchvision": torchvision.__version__,
-        },
-        "settings": {k: v for k, v in vars(args).items() if k != "output"},
-        "trainer_command": command,
-        "img_s": {"train_resnet.py": round(ours, 1), "plain loop": round(plain, 1)},
-        "ratio": round(ours / plain, 3),
-        "all_runs_img_s": {k: [round(v, 1) for v in vs] for k, vs in runs.items()},
-    }
-    text = json.dumps(record, indent=2)
-    print(text)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
+    runs, command = record.compare(
+        args.repeats, lambda tmp: trainer(args, tmp), lambda: plain_loop(args)
+    )
+    record.emit(
+        args,
+        f"{args.arch}-pytorch-trainer-vs-plain-loop",
+        TRAINER.name,
+        runs,
+        command,
+        hardware(args.device),
+        {"torch": torch.__version__, "torchvision": torchvision.__version__},
+    )
 
 
 if __name__ == "__main__":

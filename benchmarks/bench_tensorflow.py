@@ -17,24 +17,17 @@ Not a test: the figures depend on the machine.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import platform
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+import record
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # after the log level is set
 
-ROOT = Path(__file__).resolve().parent.parent
-TRAINER = ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"
-# A launcher's variables would make the trainer wait for workers that never come.
-LAUNCHER_VARS = ("SLURM_", "OMPI_", "PMIX_", "PMI_", "JSM_", "TF_CONFIG", "TRAIN_TINY")
+TRAINER = record.ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"
 
 
 def plain_loop(args) -> float:
@@ -94,38 +87,16 @@ def trainer(args, workdir: Path) -> tuple[float, str]:
         *("--checkpoint-every", str(10 * total), "--checkpoint-dir", str(workdir)),
     ]
     cmd += ["--jit-compile"] if args.jit_compile else []
-    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    m = re.search(r"^\[summary\] .*\bimg_s=([\d.]+)", r.stdout, re.MULTILINE)
-    if r.returncode != 0 or not m:
-        raise SystemExit(f"the trainer failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    shown = [Path(c).name if c in (sys.executable, str(TRAINER)) else c for c in cmd]
-    return float(m[1]), " ".join(shown)
+    return record.trainer_rate(cmd, TRAINER)
 
 
 def hardware() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    out: dict = {"cpu": cpu, "cores": os.cpu_count()}
+    out: dict = {"cpu": record.cpu_name(), "cores": os.cpu_count()}
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         details = tf.config.experimental.get_device_details(gpus[0])
         out.update(gpu=details.get("device_name"), gpus=len(gpus))
     return out
-
-
-def git_commit() -> str | None:
-    try:
-        r = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return r.stdout.strip() or None
 
 
 def main() -> None:
@@ -135,54 +106,26 @@ def main() -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--arch", default="ResNet50", help="keras.applications model")
-    p.add_argument("--batch-size", type=int, default=256 if gpu else 8)
-    p.add_argument("--image-size", type=int, default=224 if gpu else 64)
-    p.add_argument("--steps", type=int, default=50 if gpu else 10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=10 if gpu else 2, help="untimed steps first")
-    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    record.add_common_arguments(p, gpu=gpu)
     p.add_argument("--jit-compile", action="store_true", help="XLA (both loops)")
-    p.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="runs of each, alternating; the best of each counts (a shared or busy machine "
-        "slows single runs down at random)",
-    )
-    p.add_argument("--output", type=Path, help="also write the JSON record here")
     args = p.parse_args()
     if args.warmup < 1 or args.steps < args.warmup:
         p.error("--warmup must be at least 1 and --steps at least --warmup")
     if not hasattr(tf.keras.applications, args.arch):
         p.error(f"--arch {args.arch}: not a keras.applications model")
 
-    runs: dict[str, list[float]] = {"trainer": [], "plain": []}
-    for _ in range(max(1, args.repeats)):
-        with tempfile.TemporaryDirectory() as tmp:
-            rate, command = trainer(args, Path(tmp))
-        runs["trainer"].append(rate)
-        runs["plain"].append(plain_loop(args))
-    ours, plain = max(runs["trainer"]), max(runs["plain"])
-    record = {
-        "benchmark": f"{args.arch.lower()}-keras-trainer-vs-plain-loop",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "hardware": hardware(),
-        "software": {
-            "python": platform.python_version(),
-            "tensorflow": tf.__version__,
-            "keras": tf.keras.__version__,
-        },
-        "settings": {k: v for k, v in vars(args).items() if k != "output"},
-        "trainer_command": command,
-        "img_s": {"train_resnet_keras.py": round(ours, 1), "plain loop": round(plain, 1)},
-        "ratio": round(ours / plain, 3),
-        "all_runs_img_s": {k: [round(v, 1) for v in vs] for k, vs in runs.items()},
-    }
-    text = json.dumps(record, indent=2)
-    print(text)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
+    runs, command = record.compare(
+        args.repeats, lambda tmp: trainer(args, tmp), lambda: plain_loop(args)
+    )
+    record.emit(
+        args,
+        f"{args.arch.lower()}-keras-trainer-vs-plain-loop",
+        TRAINER.name,
+        runs,
+        command,
+        hardware(),
+        {"tensorflow": tf.__version__, "keras": tf.keras.__version__},
+    )
 
 
 if __name__ == "__main__":

@@ -266,21 +266,37 @@ def test_corpus_has_both_verdicts_for_each_slurm_site():
     assert verdicts == {(s, v) for s in ("bede", "archer2") for v in ("good", "bad")}
 
 
+BEDE = load_site("bede")
+GPU_NODE = BEDE.partitions["gpu"].node_type  # the facts come from sites/bede.yaml
+TEST_MAX = BEDE.partitions["test"].max_nodes
+
+
 @pytest.mark.parametrize(
     ("directives", "nodes", "tasks_per_node", "gpus_per_node"),
     [
-        (["--ntasks=256"], 2, 128, 0),  # 128 CPUs (32 cores x SMT4) per V100 node
-        (["--gpus=9"], 3, 1, 3),
+        ([f"--ntasks={2 * GPU_NODE.cpus}"], 2, GPU_NODE.cpus, 0),  # two nodes' worth of CPUs
+        (  # two nodes' GPUs and one more: three nodes, the GPUs shared out evenly
+            [f"--gpus={2 * GPU_NODE.gpus + 1}"],
+            3,
+            1,
+            -(-(2 * GPU_NODE.gpus + 1) // 3),
+        ),
         (["--nodes=2", "--ntasks=1"], 1, 1, 0),  # Slurm: "setting nnodes to 1"
-        (["--gpus-per-node=4", "--ntasks-per-gpu=2"], 1, 8, 4),
-        (["--partition=test,gpu", "--nodes=3"], 3, 1, 0),  # test allows 2: gpu takes it
+        (
+            [f"--gpus-per-node={GPU_NODE.gpus}", "--ntasks-per-gpu=2"],
+            1,
+            2 * GPU_NODE.gpus,
+            GPU_NODE.gpus,
+        ),
+        # more nodes than test allows: the gpu partition, listed second, takes the job
+        (["--partition=test,gpu", f"--nodes={TEST_MAX + 1}"], TEST_MAX + 1, 1, 0),
     ],
 )
 def test_shape_without_nodes_spreads_like_slurm(directives, nodes, tasks_per_node, gpus_per_node):
     req = slurm.JobRequest(Path("job.sbatch"))
     parsed = slurm_options.parse("sbatch", ["--account=bdXXXYY", "--time=1:00:00", *directives])
     slurm._merge(req, parsed, 1)
-    findings, shape = slurm.check_job(req, load_site("bede"))
+    findings, shape = slurm.check_job(req, BEDE)
     assert [f for f in findings if f.level == "error"] == []
     assert (shape.nodes, shape.tasks_per_node, shape.gpus_per_node) == (
         nodes,

@@ -22,7 +22,13 @@ RUNS = [
     ("archer2", "archer2/pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", 2),
     ("archer2", "archer2/tensorflow-cpu.slurm", "tensorflow/train_resnet_keras.py", 2),
     ("bede", "bede/tensorflow-1node.sbatch", "tensorflow/train_resnet_keras.py", 1),
+    ("bede", "bede/pytorch-ddp-multinode.sbatch", "pytorch/train_resnet.py", 2),
+    ("bede", "bede/first-job.sbatch", "pytorch/train_resnet.py", 2),
+    ("archer2", "archer2/pytorch-1gpu.slurm", "pytorch/train_resnet.py", 1),
+    ("archer2", "archer2/first-tf-job.slurm", "tensorflow/train_resnet_keras.py", 2),
 ]
+# bede/tensorflow-multinode.sbatch is not run here: it starts one worker per node, and the
+# emulator runs every node on this one machine, so both workers would listen on one port.
 
 
 @pytest.mark.parametrize(("site", "script", "trainer", "ranks"), RUNS, ids=[r[1] for r in RUNS])

@@ -14,8 +14,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -128,44 +126,3 @@ def test_historical_content_is_marked(rel):
         assert re.search(r"\d{4}-\d{2}-\d{2}|\{\{ \w+_retired \}\}", body), (
             f"{rel}: a historical admonition gives no date"
         )
-
-
-# ----------------------------------------------------------------------------- new job scripts
-# Job scripts the how-to pages and tutorials show, run end to end through the emulated
-# scheduler with TRAIN_TINY=1, as tests/test_examples_run.py does for the older ones:
-# (site, job script, trainer it starts, ranks expected after scaling down).
-# bede/tensorflow-multinode.sbatch is not here: it runs one worker per node, and the emulator
-# runs every node on this one machine, so both workers try to listen on the same port.
-RUNS = [
-    ("bede", "bede/pytorch-ddp-multinode.sbatch", "pytorch/train_resnet.py", 2),
-    ("bede", "bede/first-job.sbatch", "pytorch/train_resnet.py", 2),
-    ("archer2", "archer2/pytorch-1gpu.slurm", "pytorch/train_resnet.py", 1),
-    ("archer2", "archer2/first-tf-job.slurm", "tensorflow/train_resnet_keras.py", 2),
-]
-
-
-@pytest.mark.parametrize(("site", "script", "trainer", "ranks"), RUNS, ids=[r[1] for r in RUNS])
-def test_new_job_script_runs(emulated_env, tmp_path, site, script, trainer, ranks):
-    from clusterkit import trainlog
-
-    examples = ROOT / "examples"
-    shutil.copy(examples / script, tmp_path)
-    shutil.copy(examples / trainer, tmp_path)
-    env = dict(emulated_env, CLUSTERKIT_SITE=site)
-    r = subprocess.run(
-        ["sbatch", Path(script).name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    outs = sorted(tmp_path.glob("*.out"))
-    out = outs[-1].read_text() if outs else ""
-    assert r.returncode == 0, f"{r.stderr}\n{out}"
-    records = trainlog.parse(out)
-    seen = {rec.fields["rank"] for rec in records if rec.kind == "train"}
-    assert seen == set(range(ranks)), out
-    summary = [rec for rec in records if rec.kind == "summary"]
-    assert summary and summary[-1].fields["ranks"] == ranks, out
-    assert "Traceback" not in out

@@ -1,0 +1,46 @@
+"""The benchmark scripts run and print a complete JSON record (tiny settings: the figures
+themselves are not judged here; results/ holds those of record)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ("--batch-size", "2", "--image-size", "32", "--steps", "1", "--warmup", "1")
+
+
+@pytest.mark.parametrize(
+    ("script", "trainer"),
+    [("bench_pytorch.py", "train_resnet.py"), ("bench_tensorflow.py", "train_resnet_keras.py")],
+)
+def test_benchmark_prints_a_record(script, trainer, tmp_path):
+    out = tmp_path / "record.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / script),
+            *TINY,
+            "--repeats",
+            "2",
+            "--output",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert set(record["img_s"]) == {trainer, "plain loop"}
+    assert all(v > 0 for v in record["img_s"].values())
+    assert [len(v) for v in record["all_runs_img_s"].values()] == [2, 2]
+    assert record["img_s"][trainer] == max(record["all_runs_img_s"]["trainer"])
+    ratio = record["img_s"][trainer] / record["img_s"]["plain loop"]
+    assert record["ratio"] == pytest.approx(ratio, abs=0.01)  # from the unrounded rates
+    assert record["settings"]["steps"] == 1 and "output" not in record["settings"]
