@@ -189,6 +189,47 @@ class Module:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """A framework environment the site gives its users (``stacks:`` in the profile)."""
+
+    site: str
+    name: str
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        """``site/name``, the way pages and tests name a stack."""
+        return f"{self.site}/{self.name}"
+
+    @property
+    def status(self) -> str:
+        return self.raw["status"]
+
+    @property
+    def python(self) -> str:
+        return self.raw["python"]
+
+    @property
+    def frameworks(self) -> dict[str, str]:
+        return dict(self.raw["frameworks"])
+
+    @property
+    def accelerator(self) -> str:
+        """``cuda 12.2``, ``rocm 5.2`` or ``cpu``."""
+        acc = self.raw["accelerator"]
+        return f"{acc['kind']} {acc['version']}" if acc.get("version") else acc["kind"]
+
+    @property
+    def route(self) -> str:
+        """How users make it: module, conda, pip or container."""
+        return next(iter(self.raw["install"]))
+
+    @property
+    def install(self) -> dict:
+        return dict(self.raw["install"][self.route])
+
+
+@dataclass(frozen=True)
 class Site:
     """A validated site profile."""
 
@@ -283,6 +324,10 @@ class Site:
     @property
     def account(self) -> dict:
         return self.data["account"]
+
+    @property
+    def stacks(self) -> dict[str, Stack]:
+        return {n: Stack(self.name, n, raw) for n, raw in self.data.get("stacks", {}).items()}
 
     def account_ok(self, account: str) -> bool:
         acct = self.account
@@ -423,6 +468,27 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 ("launchers", i),
                 "launcher-replacement",
                 f"launcher {launcher['name']} is {launcher['status']} but names no replacement",
+            )
+    for name, stack in data.get("stacks", {}).items():
+        unknown = [nt for nt in stack["node_types"] if nt not in node_types]
+        if unknown:
+            bad(
+                ("stacks", name, "node_types"),
+                "stack-node-type",
+                f"stack {name}: node type(s) {unknown} are not among {sorted(node_types)}",
+            )
+        arches = {node_types[nt]["arch"] for nt in stack["node_types"] if nt in node_types}
+        if len(arches) > 1:
+            bad(
+                ("stacks", name, "node_types"),
+                "stack-arch",
+                f"stack {name}: one stack cannot serve several architectures {sorted(arches)}",
+            )
+        if stack["accelerator"]["kind"] != "cpu" and "version" not in stack["accelerator"]:
+            bad(
+                ("stacks", name, "accelerator"),
+                "stack-accelerator",
+                f"stack {name}: a {stack['accelerator']['kind']} build must give its version",
             )
     life = data.get("lifecycle", {})
     if life.get("status") == "retired" and not life.get("retired"):
