@@ -30,16 +30,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def cmd_check_job(args: argparse.Namespace) -> int:
-    from clusterkit.emulate.jobcheck import check_slurm_script
+    from clusterkit.emulate.checkjob import check_job_file
     from clusterkit.profiles import load_site
 
-    site = load_site(args.site)
-    if site.scheduler == "lsf":
-        from clusterkit.emulate import lsf
-
-        report = lsf.check_lsf_script(Path(args.script), site)
-    else:
-        report = check_slurm_script(Path(args.script), site)
+    report = check_job_file(Path(args.script), load_site(args.site))
     for f in report.findings:
         print(f, file=sys.stderr)
     if args.plan:
