@@ -31,13 +31,14 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 def cmd_check_job(args: argparse.Namespace) -> int:
     from clusterkit.emulate.checkjob import check_job_file
+    from clusterkit.emulate.jobcheck import with_ranks
     from clusterkit.profiles import load_site
 
     report = check_job_file(Path(args.script), load_site(args.site))
     for f in report.findings:
         print(f, file=sys.stderr)
     if args.plan:
-        print(json.dumps(report.plan, indent=2))
+        print(json.dumps(with_ranks(report, args.ranks), indent=2))
     return 1 if report.errors else 0
 
 
@@ -72,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("check-job", help="judge a job script against a site (dry run)")
     s.add_argument("--site", required=True)
     s.add_argument("--plan", action="store_true", help="print the plan as JSON")
+    s.add_argument(
+        "--ranks",
+        type=int,
+        default=16,
+        metavar="N",
+        help="with --plan: ranks written out per step, with their environment (default 16)",
+    )
     s.add_argument("script")
     s.set_defaults(func=cmd_check_job)
     s = sub.add_parser("check", help="every static check (profiles, job scripts, lint)")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from clusterkit.emulate import ddl, jobcheck, shimdir
 from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.profiles import load_site
 
@@ -63,12 +64,12 @@ def test_unknown_ddlrun_option_would_become_the_program():
 
 
 def test_ddlrun_topology_must_describe_the_job():
-    nodes = [f"n{i}" for i in range(144)]
+    nodes = NodeSet.of("n", 144)
     findings, step = ddl.check_ddl_step("p", 3, "ddlrun", SEED_144, SUMMIT, nodes,
                                         SUMMIT.default_partition.node_type.gpus)  # fmt: skip
     assert findings == [] and step["ntasks"] == 144 * SUMMIT.default_partition.node_type.gpus
     assert step["notice"] and SUMMIT.launcher("ddlrun")["replacement"] in step["notice"]
-    findings, _ = ddl.check_ddl_step("p", 3, "ddlrun", SEED_144, SUMMIT, nodes[:72], 6)
+    findings, _ = ddl.check_ddl_step("p", 3, "ddlrun", SEED_144, SUMMIT, nodes.head(72), 6)
     assert [f.rule for f in findings] == ["ddl-topology"] and "144 nodes" in findings[0].message
 
 

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterkit.emulate import lsf
+from clusterkit.emulate.jobcheck import PLAN_RANKS_SHOWN, with_ranks
 from clusterkit.emulate.lsf import LsfShape, check_jsrun, check_lsf_script, parse_rstring
 from clusterkit.emulate.lsf_options import (
     BSUB_FLAGS,
@@ -79,22 +80,22 @@ def test_the_144_node_plan():
     report = check_lsf_script(MINE[1], SUMMIT)
     plan = report.plan
     assert plan["mode"] == "expert" and plan["racks"] == 8
-    assert len(plan["nodes"]) == 6048 // CORES
+    assert plan["nodes"] == 6048 // CORES
     step = plan["steps"][0]
-    assert step["launcher"] == "ddlrun" and step["ntasks"] == len(plan["nodes"]) * GPUS
+    assert step["launcher"] == "ddlrun" and step["ntasks"] == plan["nodes"] * GPUS
     replacement = SUMMIT.launcher("ddlrun")["replacement"]
     notices = [f for f in report.findings if f.rule == "launcher-historical"]
     assert notices and replacement in notices[0].message and notices[0].level == "warning"
 
 
 def test_the_2node_plan_has_jsm_ranks():
-    plan = check_lsf_script(MINE[0], SUMMIT).plan
+    plan = with_ranks(check_lsf_script(MINE[0], SUMMIT))
     step = plan["steps"][0]
     assert step["ntasks"] == 2 * GPUS and step["tasks_per_host"] == GPUS
     last = step["ranks"][-1]
     assert last["env"]["JSM_NAMESPACE_RANK"] == str(2 * GPUS - 1)
     assert last["env"]["OMPI_COMM_WORLD_LOCAL_RANK"] == str(GPUS - 1)
-    assert last["node"] == plan["nodes"][1]
+    assert last["node"] == "node002" and plan["nodelist"] == "node[001-002]"
     # packed:7 with SMT4 (the default level): 7 cores x 4 hardware threads
     assert last["env"]["OMP_NUM_THREADS"] == str((CORES // GPUS) * NODE.threads_per_core)
     mcpu = plan["job_env"]["LSB_MCPU_HOSTS"].split()
@@ -232,7 +233,7 @@ def test_cyclic_distribution_and_gpu_ids():
     assert findings == []
     by_rank = {r["rank"]: r for r in step["ranks"]}
     assert by_rank[1]["env"]["CUDA_VISIBLE_DEVICES"] == "1"  # each set sees its own GPU
-    assert by_rank[6]["node"] == step["nodes"][1]
+    assert by_rank[6]["node"] == "node002" and step["nodelist"] == "node[001-002]"
 
 
 # --------------------------------------------------------------------------- bsub grammar
@@ -322,7 +323,7 @@ def test_expert_mode_node_count_matches_a_model(nodes, ptile, racks):
     if QUEUE.max_nodes and nodes > QUEUE.max_nodes:
         expected.add("node-count")
     assert set(_rules(report.findings)) == expected
-    assert len(report.plan["nodes"]) == nodes and report.plan["racks"] == racks
+    assert report.plan["nodes"] == nodes and report.plan["racks"] == racks
 
 
 # --------------------------------------------------------------------------- whole scripts
@@ -370,13 +371,13 @@ def test_expert_mode_slot_counts_must_add_up():
     ok = check_lsf_script(
         "job.lsf", SUMMIT, text=text.replace(f"-n {2 * CORES + 2}", f"-n {2 * CORES + 1}")
     )
-    assert ok.errors == [] and len(ok.plan["nodes"]) == 2
+    assert ok.errors == [] and ok.plan["nodes"] == 2
 
 
 def test_command_line_options_win_and_snippets_shift_lines():
     report = check_lsf_script("job.lsf", SUMMIT, argv=["-W", "0:20", "-nnodes", "3"], text=GOOD)
     assert report.errors == [] and report.plan["walltime_s"] == 1200
-    assert len(report.plan["nodes"]) == 3
+    assert report.plan["nodes"] == 3
     shifted = check_lsf_script("page.md", SUMMIT, text=GOOD.replace("-c", "-c9"), first_line=40)
     assert [f.line for f in shifted.errors] == [45]
 
@@ -483,6 +484,11 @@ def test_big_plans_list_a_sample_of_ranks():
         .replace(f"-r1 -g{GPUS} -a{GPUS}", f"-r{GPUS} -g1 -a1")
         .replace(f"-c{CORES} -bpacked:{CORES // GPUS}", f"-c{CORES // GPUS}")
     )
-    step = check_lsf_script("job.lsf", SUMMIT, text=text).plan["steps"][0]
+    report = check_lsf_script("job.lsf", SUMMIT, text=text)
+    assert "ranks" not in report.plan["steps"][0]  # a plan counts; ranks are written on demand
+    step = with_ranks(report)["steps"][0]
     assert step["ntasks"] == 100 * GPUS and step["ranks_shown"] == len(step["ranks"])
-    assert len(step["ranks"]) == min(lsf.PLAN_RANKS_SHOWN, 100 * GPUS)
+    assert len(step["ranks"]) == min(PLAN_RANKS_SHOWN, 100 * GPUS)
+    assert [r["rank"] for r in step["ranks"]] == list(range(len(step["ranks"])))
+    assert f"{len(step['ranks'])} of {100 * GPUS} ranks" in step["ranks_note"]
+    assert "(abbreviated" in report.plan["job_env"]["LSB_MCPU_HOSTS"]

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterkit.emulate import slurm, slurm_options
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.jobcheck import check_slurm_script, with_ranks
 from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,13 +198,42 @@ def test_plan_lists_ranks_with_the_srun_environment():
             body="srun python -c 'print(1)'\n",
         )
     )
-    step = report.plan["steps"][0]
-    assert step["ntasks"] == 8
+    assert "ranks" not in report.plan["steps"][0]  # a plan counts; ranks are written on demand
+    step = with_ranks(report)["steps"][0]
+    assert step["ntasks"] == 8 and step["nodelist"] == "gpu[001-002]"
     envs = [r["env"] for r in step["ranks"]]
     assert [e["SLURM_PROCID"] for e in envs] == [str(i) for i in range(8)]
     assert [e["SLURM_LOCALID"] for e in envs] == [str(i % 4) for i in range(8)]
     assert [e["SLURM_NODEID"] for e in envs] == ["0"] * 4 + ["1"] * 4
+    assert [e["SLURMD_NODENAME"] for e in envs] == ["gpu001"] * 4 + ["gpu002"] * 4
     assert envs[0]["SLURM_STEP_TASKS_PER_NODE"] == "4(x2)"
+    assert "ranks_note" not in step
+
+
+def test_a_whole_machine_plan_counts_and_lists_nothing():
+    site = load_site("archer2")
+    part = site.partitions["standard"]
+    node = part.node_type
+    text = _script(
+        f"--account={site.account['example']}",
+        f"--partition={part.name}",
+        "--qos=largescale",
+        f"--nodes={part.size}",
+        f"--ntasks-per-node={node.usable_cores}",
+        "--time=1:00:00",
+        body="srun --hint=nomultithread ./app\n",
+    )
+    report = check_slurm_script("job.sbatch", site, text=text)
+    assert report.errors == [], report.errors
+    ranks = part.size * node.usable_cores
+    assert report.plan["nodes"] == part.size and report.plan["ntasks"] == ranks
+    # counts and compressed lists only: the plan is as small as a one-node job's
+    assert len(json.dumps(report.plan)) < 4000
+    assert report.plan["job_env"]["SLURM_JOB_NODELIST"] == f"standard[0001-{part.size}]"
+    assert report.plan["job_env"]["SLURM_TASKS_PER_NODE"] == f"{node.usable_cores}(x{part.size})"
+    step = with_ranks(report, limit=3)["steps"][0]
+    assert [r["rank"] for r in step["ranks"]] == [0, 1, 2]
+    assert f"3 of {ranks} ranks" in step["ranks_note"]
 
 
 def test_sbatch_shim_dry_run_prints_the_plan(emulated_env, tmp_path):

@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 
 from clusterkit.emulate import jobcheck, launch_env
+from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.errors import Finding
 from clusterkit.profiles import NodeType, Site
 
@@ -144,7 +145,7 @@ def _int(values: dict[str, str], key: str, tool: str, problems: list[str]) -> in
 
 
 def check_ddl_step(
-    path, line: int, tool: str, args: list[str], site: Site, nodes: list[str], gpus: int
+    path, line: int, tool: str, args: list[str], site: Site, nodes: NodeSet, gpus: int
 ) -> tuple[list[Finding], dict | None]:
     """Judge a ddlrun line against the job's nodes; the step it makes (one rank per GPU)."""
     parsed, problems = parse_ddlrun(tool, args)
@@ -161,25 +162,25 @@ def check_ddl_step(
         findings.append(Finding(path, line, "ddl-option", msg))
     if per_rack is not None or racks is not None or aisles is not None:
         topo = (aisles or 1) * (racks or 1) * (per_rack or 1)
-        if topo != len(nodes):
+        if topo != nodes.count:
             findings.append(
                 Finding(
                     path,
                     line,
                     "ddl-topology",
                     f"{tool}: --aisles {aisles or 1} x --racks {racks or 1} x --nodes "
-                    f"{per_rack or 1} = {topo} nodes, the job has {len(nodes)}",
+                    f"{per_rack or 1} = {topo} nodes, the job has {nodes.count}",
                 )
             )
     if "hosts" in vals:
         hosts = [h for h in vals["hosts"].split(",") if h]
-        if len(hosts) != len(nodes):
+        if len(hosts) != nodes.count:
             findings.append(
                 Finding(
                     path,
                     line,
                     "ddl-topology",
-                    f"{tool}: -H lists {len(hosts)} host(s), the job has {len(nodes)} node(s)",
+                    f"{tool}: -H lists {len(hosts)} host(s), the job has {nodes.count} node(s)",
                     level="warning",
                 )
             )
@@ -203,11 +204,12 @@ def check_ddl_step(
             )
         )
         per_node = 1
-    ntasks = per_node * len(nodes)
+    ntasks = per_node * nodes.count
     step = {
         "launcher": tool,
         "line": line,
-        "nodes": nodes,
+        "nodes": nodes.count,
+        "nodelist": nodes.compressed,
         "ntasks": ntasks,
         "tasks_per_host": per_node,
         "command": parsed.command,
@@ -395,7 +397,7 @@ def _allocation(tool: str):
     if alloc:
         plan = alloc["plan"]
         node = site.partitions[plan["partition"]].node_type
-        return site, node, alloc["run_nodes"], len(plan["nodes"]), plan["gpus_per_node"]
+        return site, node, alloc["run_nodes"], plan["nodes"], plan["gpus_per_node"]
     return site, None, [], 0, 0
 
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from clusterkit.emulate import launch_env, slurm, slurm_options
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.jobcheck import check_slurm_script, with_ranks
 from clusterkit.emulate.modules import check_module_command
 from clusterkit.errors import CheckError, Finding
 from clusterkit.profiles import ProfileError, Site, load_site, profile_paths
@@ -113,13 +113,13 @@ def sbatch(argv: list[str]) -> int:
         return 1
     dry = "dry_run" in parsed or os.environ.get("CLUSTERKIT_MODE") == "dry-run"
     if dry:
-        print(json.dumps(report.plan, indent=2))
+        print(json.dumps(with_ranks(report), indent=2))
         return 0
     plan = report.plan
     if "test_only" in parsed:
         print(
             f"sbatch: Job 1000 to start at now using {plan['ntasks'] * plan['cpus_per_task']} "
-            f"processors on nodes {launch_env.compress(plan['nodes'])} in partition "
+            f"processors on nodes {plan['nodelist']} in partition "
             f"{plan['partition']}",
             file=sys.stderr,
         )
@@ -129,7 +129,7 @@ def sbatch(argv: list[str]) -> int:
 
 def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str], int, int]:
     """The environment of a job running here, scaled down: (env, nodes, tasks per node)."""
-    run_nodes, run_tpn = scaled(len(plan["nodes"]), plan["tasks_per_node"])
+    run_nodes, run_tpn = scaled(plan["nodes"], plan["tasks_per_node"])
     nodes = run_node_names(run_nodes)
     env = dict(os.environ)
     job_env = launch_env.slurm_job_env(
@@ -169,7 +169,7 @@ def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
     note(
         "sbatch",
         f"site {site.name}: job {job_id} runs here now, scaled down from "
-        f"{len(plan['nodes'])} node(s) x {plan['tasks_per_node']} task(s) to {run_nodes} x "
+        f"{plan['nodes']} node(s) x {plan['tasks_per_node']} task(s) to {run_nodes} x "
         f"{run_tpn}; output in {out_name}",
     )
     print(f"Submitted batch job {job_id}", flush=True)
@@ -283,7 +283,7 @@ def srun(argv: list[str]) -> int:
     part = site.partitions[p["partition"]]
     shape = slurm.Shape(
         part,
-        len(p["nodes"]),
+        p["nodes"],
         p["tasks_per_node"],
         p["ntasks"],
         p["cpus_per_task"],
@@ -310,7 +310,7 @@ def srun(argv: list[str]) -> int:
     parsed, _ = slurm.step_request(argv, env)
     label = "label" in parsed
     procs = []
-    for rank, (_node, idx, local) in enumerate(launch_env.layout(run_nodes, ntasks, run_tpn)):
+    for rank in range(ntasks):
         renv = dict(env)
         renv.update(
             launch_env.srun_rank_env(
@@ -319,8 +319,6 @@ def srun(argv: list[str]) -> int:
                 ntasks=ntasks,
                 tasks_per_node=run_tpn,
                 rank=rank,
-                node_index=idx,
-                local_rank=local,
                 cpus_per_task=step.cpus_per_task,
                 gpus_per_node=p["gpus_per_node"],
             )

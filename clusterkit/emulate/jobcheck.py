@@ -3,24 +3,31 @@
 The body is read, not run: ``module`` lines are judged against the inventory, each ``srun`` step
 against the allocation, ``torchrun`` against the GPUs of the node, historical launchers against
 the profile, and ``python script.py --flags`` against the script's own command-line contract.
-The result is a plan (nodes, steps, ranks and their environment) plus findings.
+The result is a plan plus findings. A plan counts (nodes, tasks, CPUs and GPUs per node, steps)
+and never lists ranks or node names, so a whole-machine job is judged as fast as a one-node job;
+:func:`with_ranks` writes out the first ranks of each step, with their environment, for a
+reader who asks (``check-job --plan``, a dry run of the shims).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit import contracts
 from clusterkit.emulate import containers, launch_env, slurm, torchrun
+from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.modules import check_module_command
 from clusterkit.emulate.script import Command, JobScript, expand, read_script
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+PLAN_RANKS_SHOWN = 64  # ranks with their environment that with_ranks writes out per step
 
 
 # name -> function(path, line, args, site) -> (inner command words, findings).
@@ -35,6 +42,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     plan: dict = field(default_factory=dict)
     text: str = ""  # the script, to point a finding at the continuation line that holds it
+    # per step of plan["steps"]: the first N ranks of that step with their environment
+    rank_makers: list[Callable[[int], list[dict]]] = field(default_factory=list, repr=False)
 
     @property
     def errors(self) -> list[Finding]:
@@ -45,10 +54,26 @@ class Report:
         return [f for f in self.findings if f.level != "error"]
 
 
-def plan_nodes(partition: str, count: int) -> list[str]:
-    """Node names for a dry-run plan: the partition's name and a 3-digit index."""
-    stem = re.sub(r"[^a-z0-9]", "", partition.lower()) or "node"
-    return [f"{stem}{i:03d}" for i in range(1, count + 1)]
+def add_step(report: Report, step: dict, ranks: Callable[[int], list[dict]] | None) -> None:
+    """Append a step to the plan, with the function that writes out its first ranks."""
+    report.plan.setdefault("steps", []).append(step)
+    report.rank_makers.append(ranks or (lambda _limit: []))
+
+
+def with_ranks(report: Report, limit: int = PLAN_RANKS_SHOWN) -> dict:
+    """The plan with each step's first ``limit`` ranks written out, saying how many it holds."""
+    plan = copy.deepcopy(report.plan)
+    for step, make in zip(plan.get("steps", []), report.rank_makers, strict=False):
+        ranks = make(limit)
+        step["ranks"] = ranks
+        step["ranks_shown"] = len(ranks)
+        total = step.get("ntasks", len(ranks))
+        if len(ranks) < total:
+            step["ranks_note"] = (
+                f"{len(ranks)} of {total} ranks written out (the first nodes' ranks; "
+                "the rest follow the same layout)"
+            )
+    return plan
 
 
 def check_slurm_script(
@@ -70,7 +95,7 @@ def check_slurm_script(
     report.findings.extend(findings)
     if shape is None:
         return _shift(report, first_line)
-    nodes = plan_nodes(shape.partition.name, shape.nodes)
+    nodes = NodeSet.of(shape.partition.name, shape.nodes)
     env = launch_env.slurm_job_env(
         job_id=1000,
         job_name=req.get("job_name") or path.name,
@@ -92,7 +117,8 @@ def check_slurm_script(
         "script": str(path),
         "partition": shape.partition.name,
         "node_type": shape.node.name,
-        "nodes": nodes,
+        "nodes": shape.nodes,
+        "nodelist": nodes.compressed,
         "ntasks": shape.ntasks,
         "tasks_per_node": shape.tasks_per_node,
         "cpus_per_task": shape.cpus_per_task,
@@ -113,7 +139,7 @@ def check_slurm_script(
                 level="warning",
             )
         )
-    walk_body(script, site, shape, env, report)
+    walk_body(script, site, shape, env, report, nodes)
     return _shift(report, first_line)
 
 
@@ -127,7 +153,12 @@ def _shift(report: Report, first_line: int) -> Report:
 
 
 def walk_body(
-    script: JobScript, site: Site, shape: slurm.Shape, env: dict[str, str], report: Report
+    script: JobScript,
+    site: Site,
+    shape: slurm.Shape,
+    env: dict[str, str],
+    report: Report,
+    nodes: NodeSet,
 ) -> None:
     env = dict(env)
     step_id = 0
@@ -152,7 +183,7 @@ def walk_body(
             findings, step = slurm.check_step(script.path, cmd.line, words, shape, env)
             report.findings.extend(findings)
             if step is not None:
-                report.plan["steps"].append(_step_plan(step_id, step, report.plan, shape))
+                _add_srun_step(report, step_id, step, nodes.head(step.nodes), shape)
                 step_id += 1
                 check_command(
                     script.path,
@@ -170,40 +201,37 @@ def walk_body(
         )
 
 
-def _step_plan(step_id: int, step: slurm.Step, plan: dict, shape: slurm.Shape) -> dict:
-    nodes = plan["nodes"][: step.nodes]
-    ranks = []
-    for rank, (node, idx, local) in enumerate(
-        launch_env.layout(nodes, step.ntasks, step.tasks_per_node)
-    ):
-        ranks.append(
-            {
-                "rank": rank,
-                "node": node,
-                "local_rank": local,
-                "env": launch_env.srun_rank_env(
-                    step_id=step_id,
-                    nodes=nodes,
-                    ntasks=step.ntasks,
-                    tasks_per_node=step.tasks_per_node,
-                    rank=rank,
-                    node_index=idx,
-                    local_rank=local,
-                    cpus_per_task=step.cpus_per_task,
-                    gpus_per_node=shape.gpus_per_node,
-                ),
-            }
-        )
-    return {
+def _add_srun_step(
+    report: Report, step_id: int, step: slurm.Step, nodes: NodeSet, shape: slurm.Shape
+) -> None:
+    def ranks(limit: int) -> list[dict]:
+        out = []
+        for rank in range(min(limit, step.ntasks)):
+            env = launch_env.srun_rank_env(
+                step_id=step_id,
+                nodes=nodes,
+                ntasks=step.ntasks,
+                tasks_per_node=step.tasks_per_node,
+                rank=rank,
+                cpus_per_task=step.cpus_per_task,
+                gpus_per_node=shape.gpus_per_node,
+            )
+            node = int(env["SLURM_NODEID"])
+            local = int(env["SLURM_LOCALID"])
+            out.append({"rank": rank, "node": nodes.name(node), "local_rank": local, "env": env})
+        return out
+
+    plan = {
         "line": step.line,
         "launcher": "srun",
-        "nodes": nodes,
+        "nodes": nodes.count,
+        "nodelist": nodes.compressed,
         "ntasks": step.ntasks,
         "tasks_per_node": step.tasks_per_node,
         "cpus_per_task": step.cpus_per_task,
         "command": step.command,
-        "ranks": ranks,
     }
+    add_step(report, plan, ranks)
 
 
 def check_command(
@@ -387,8 +415,8 @@ def check_command_line(path: Path | str, line: int, words: list[str], site: Site
     shape = slurm.Shape(part, 1, 1, 1, 1, part.node_type.gpus, None, False)
     cmd = Command(line, tuple(words))
     script = JobScript(Path(path), " ".join(words), None, [], line, [cmd])
-    report.plan = {"nodes": plan_nodes(part.name, 1), "steps": []}
-    walk_body(script, site, shape, {}, report)
+    report.plan = {"nodes": 1, "steps": []}
+    walk_body(script, site, shape, {}, report, NodeSet.of(part.name, 1))
     return report
 
 

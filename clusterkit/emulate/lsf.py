@@ -28,11 +28,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit.emulate import ddl, jobcheck, launch_env
-from clusterkit.emulate.jobcheck import Report, check_command, plan_nodes
+from clusterkit.emulate.jobcheck import PLAN_RANKS_SHOWN, Report, add_step, check_command
+from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.lsf_options import (
     BSUB_USAGE,
     LsfOptionError,
@@ -61,7 +63,6 @@ __all__ = [
 
 LAUNCH_NODE = "batch1"  # the node a Summit batch script runs on (launch nodes: batch1..batch5)
 LSF_VAR = "CLUSTERKIT_LSF"  # the allocation of a job running here, for jsrun/ddlrun
-PLAN_RANKS_SHOWN = 256  # ranks listed per step in a dry-run plan
 PLAN_HOSTS_SHOWN = 64  # nodes written out one word per slot in a plan's LSB_HOSTS
 NOT_SUBMITTED = "Job not submitted."
 # -alloc_flags values documented for Summit (OLCF user guide); others get a warning
@@ -709,11 +710,11 @@ def layout(step: JsrunStep, node_limit: int | None = None) -> list[dict]:
 
 
 def rank_env(
-    step: JsrunStep, task: dict, nodes: list[str], ntasks: int, smt: int, base: dict[str, str]
+    step: JsrunStep, task: dict, hosts: str, ntasks: int, smt: int, base: dict[str, str]
 ) -> dict[str, str]:
-    """The environment jsrun gives one task (on top of ``base``)."""
+    """The environment jsrun gives one task (on top of ``base``); ``hosts`` is LSB_HOSTS."""
     env = launch_env.jsm_rank_env(
-        nodes=nodes,
+        hosts=hosts,
         ntasks=ntasks,
         rank=task["rank"],
         node_index=task["node_index"],
@@ -738,7 +739,9 @@ def check_jsrun(
     findings, step = parse_step(path, line, words, shape, env)
     if step is None:
         return findings, None, []
-    return findings, step_plan(step, line, shape, None, env), step.command
+    plan, ranks = step_plan(step, line, shape, NodeSet.of("node", shape.nodes), env)
+    plan["ranks"] = ranks(PLAN_RANKS_SHOWN)
+    return findings, plan, step.command
 
 
 def check_jsrun_line(page, line: int, words: list[str], site: Site) -> list[Finding]:
@@ -753,7 +756,7 @@ def check_jsrun_line(page, line: int, words: list[str], site: Site) -> list[Find
     findings, step = parse_step(page, line, list(words[1:]), shape, {})
     if step is not None and step.command:
         report = Report(Path(str(page)), site.name)
-        report.plan = {"nodes": [], "steps": []}
+        report.plan = {"nodes": 0, "steps": []}
         tasks = step.rs_per_host * step.tasks_per_rs
         inner = _slurm_shape(site, LsfShape(queue.name, 1, None, 0, 0), tasks, step.gpus)
         check_command(page, line, step.command, site, inner, {}, report, tasks)
@@ -762,38 +765,48 @@ def check_jsrun_line(page, line: int, words: list[str], site: Site) -> list[Find
 
 
 def step_plan(
-    step: JsrunStep, line: int, shape: LsfShape, nodes: list[str] | None, env: dict[str, str]
-) -> dict:
-    names = (nodes or plan_nodes("node", shape.nodes))[: step.nodes_used]
-    tasks = layout(step, node_limit=len(names))
-    shown = tasks[:PLAN_RANKS_SHOWN]
-    return {
+    step: JsrunStep, line: int, shape: LsfShape, nodes: NodeSet, env: dict[str, str]
+) -> tuple[dict, Callable[[int], list[dict]]]:
+    """The step in counts, and the function that writes out its first ranks."""
+    used = nodes.head(step.nodes_used)
+    per_host = step.rs_per_host * step.tasks_per_rs
+    hosts = (
+        " ".join(used.names())
+        if used.count <= PLAN_HOSTS_SHOWN
+        else f"{used.name(0)} ... {used.name(used.count - 1)} (abbreviated)"
+    )
+
+    def ranks(limit: int) -> list[dict]:
+        first_nodes = min(used.count, -(-limit // max(per_host, 1)) + 1)
+        return [
+            {
+                "rank": t["rank"],
+                "node": used.name(t["node_index"]),
+                "resource_set": t["rs"],
+                "local_rank": t["local_rank"],
+                "env": rank_env(step, t, hosts, step.ntasks, shape.smt, env),
+            }
+            for t in layout(step, node_limit=first_nodes)[:limit]
+        ]
+
+    plan = {
         "launcher": "jsrun",
         "line": line,
         "resource_sets": step.nrs,
         "rs_per_host": step.rs_per_host,
-        "nodes": names,
+        "nodes": used.count,
+        "nodelist": used.compressed,
         "tasks_per_rs": step.tasks_per_rs,
         "cores_per_rs": step.cores,
         "gpus_per_rs": step.gpus,
         "bind": step.bind,
         "launch_distribution": step.distribution,
         "ntasks": step.ntasks,
-        "tasks_per_host": step.rs_per_host * step.tasks_per_rs,
+        "tasks_per_host": per_host,
         "omp_num_threads": omp_threads(step, shape.smt),
         "command": step.command,
-        "ranks": [
-            {
-                "rank": t["rank"],
-                "node": names[t["node_index"]],
-                "resource_set": t["rs"],
-                "local_rank": t["local_rank"],
-                "env": rank_env(step, t, names, step.ntasks, shape.smt, env),
-            }
-            for t in shown
-        ],
-        "ranks_shown": len(shown),
     }
+    return plan, ranks
 
 
 # --------------------------------------------------------------------------- whole scripts
@@ -846,7 +859,8 @@ def check_lsf_script(
     report.findings.extend(findings)
     if shape is None:
         return jobcheck._shift(report, first_line)
-    report.plan = lsf_plan(site, path, shape, plan_nodes("node", shape.nodes))
+    nodes = NodeSet.of("node", shape.nodes)
+    report.plan = lsf_plan(site, path, shape, nodes)
     if script.parse_error:
         report.findings.append(
             Finding(
@@ -857,11 +871,11 @@ def check_lsf_script(
                 level="warning",
             )
         )
-    walk_body(script, site, shape, dict(report.plan["job_env"]), report)
+    walk_body(script, site, shape, dict(report.plan["job_env"]), report, nodes)
     return jobcheck._shift(report, first_line)
 
 
-def lsf_plan(site: Site, path: Path, shape: LsfShape, nodes: list[str]) -> dict:
+def lsf_plan(site: Site, path: Path, shape: LsfShape, nodes: NodeSet) -> dict:
     name = shape.info.get("job_name") or path.name
     node = site.partitions[shape.queue].node_type
     return {
@@ -872,7 +886,8 @@ def lsf_plan(site: Site, path: Path, shape: LsfShape, nodes: list[str]) -> dict:
         "mode": shape.mode,
         "node_type": node.name,
         "launch_node": LAUNCH_NODE,
-        "nodes": nodes,
+        "nodes": nodes.count,
+        "nodelist": nodes.compressed,
         "slots_per_node": shape.slots_per_node,
         "racks": shape.racks,
         "walltime_s": shape.walltime_s,
@@ -891,17 +906,23 @@ def lsf_plan(site: Site, path: Path, shape: LsfShape, nodes: list[str]) -> dict:
     }
 
 
-def _plan_env(shape: LsfShape, name: str, nodes: list[str]) -> dict[str, str]:
-    """The job's LSF variables for a plan; LSB_HOSTS (one word per slot) is abbreviated for
-    jobs of more than PLAN_HOSTS_SHOWN nodes."""
-    env = job_env(shape, 1000, name, nodes[:PLAN_HOSTS_SHOWN], "$LS_SUBCWD", "$LSB_DJOB_HOSTFILE")
-    if len(nodes) > PLAN_HOSTS_SHOWN:
+def _plan_env(shape: LsfShape, name: str, nodes: NodeSet) -> dict[str, str]:
+    """The job's LSF variables for a plan; the host lists (LSB_HOSTS one word per slot,
+    LSB_MCPU_HOSTS one pair per node) are abbreviated for jobs of more than PLAN_HOSTS_SHOWN
+    nodes."""
+    shown = nodes.names(PLAN_HOSTS_SHOWN)
+    env = job_env(shape, 1000, name, shown, "$LS_SUBCWD", "$LSB_DJOB_HOSTFILE")
+    if nodes.count > PLAN_HOSTS_SHOWN:
         slots = shape.slots_per_node or shape.usable_cores
+        first, last = nodes.name(0), nodes.name(nodes.count - 1)
         env["LSB_HOSTS"] = (
-            f"{LAUNCH_NODE} then each of {nodes[0]} ... {nodes[-1]} {slots} times (abbreviated)"
+            f"{LAUNCH_NODE} then each of {first} ... {last} {slots} times (abbreviated)"
         )
-        env["LSB_MCPU_HOSTS"] = " ".join([LAUNCH_NODE, "1"] + [f"{n} {slots}" for n in nodes])
-        env["LSB_DJOB_NUMPROC"] = env["LSB_MAX_NUM_PROCESSORS"] = str(1 + slots * len(nodes))
+        env["LSB_MCPU_HOSTS"] = (
+            f"{LAUNCH_NODE} 1 {first} {slots} ... {last} {slots} (abbreviated: one pair for "
+            f"each of the {nodes.count} nodes {nodes.compressed})"
+        )
+        env["LSB_DJOB_NUMPROC"] = env["LSB_MAX_NUM_PROCESSORS"] = str(1 + slots * nodes.count)
     return env
 
 
@@ -923,11 +944,15 @@ def _slurm_shape(site: Site, shape: LsfShape, tasks_per_node: int = 1, gpus: int
 
 
 def walk_body(
-    script: JobScript, site: Site, shape: LsfShape, env: dict[str, str], report: Report
+    script: JobScript,
+    site: Site,
+    shape: LsfShape,
+    env: dict[str, str],
+    report: Report,
+    nodes: NodeSet,
 ) -> None:
     """Judge every command of the body: modules, jsrun steps, launchers, Python programs."""
     path = script.path
-    nodes = report.plan["nodes"]
     for cmd in script.commands:
         for a in cmd.assignments:
             k, _, v = a.partition("=")
@@ -949,7 +974,7 @@ def walk_body(
             findings, step = parse_step(path, cmd.line, words, shape, env)
             report.findings.extend(findings)
             if step is not None:
-                report.plan["steps"].append(step_plan(step, cmd.line, shape, nodes, env))
+                add_step(report, *step_plan(step, cmd.line, shape, nodes, env))
                 inner = _slurm_shape(site, shape, step.rs_per_host * step.tasks_per_rs, step.gpus)
                 check_command(
                     path,
@@ -969,7 +994,7 @@ def walk_body(
             )
             report.findings.extend(findings)
             if dstep:
-                report.plan["steps"].append(dstep)
+                add_step(report, dstep, None)
         elif name in {"srun", "sbatch", "salloc"} and site.launcher(name) is None:
             report.findings.append(
                 Finding(
@@ -1104,7 +1129,7 @@ def bsub(argv: list[str]) -> int:
         return 255
     plan = report.plan
     if dry:
-        print(json.dumps(plan, indent=2))
+        print(json.dumps(jobcheck.with_ranks(report), indent=2))
         return 0
     if not site.is_current:
         note("bsub", f"{site.title} is {site.status}: this run only replays how the job ran")
@@ -1124,7 +1149,7 @@ def run_job(site: Site, plan: dict, script: Path | None, command: list[str]) -> 
     job_id = int(os.environ.get("CLUSTERKIT_JOB_ID", "1000"))
     default = "" if plan.get("queue_given") else "default "
     print(f"Job <{job_id}> is submitted to {default}queue <{plan['queue']}>.", flush=True)
-    run_nodes = run_node_names(min(len(plan["nodes"]), max_ranks()))
+    run_nodes = run_node_names(min(plan["nodes"], max_ranks()))
     tmp = Path(tempfile.mkdtemp(prefix=f"lsf-{job_id}-"))
     shape = LsfShape(
         plan["queue"],
@@ -1145,7 +1170,7 @@ def run_job(site: Site, plan: dict, script: Path | None, command: list[str]) -> 
         {
             "site": site.name,
             "queue": plan["queue"],
-            "plan_nodes": len(plan["nodes"]),
+            "plan_nodes": plan["nodes"],
             "run_nodes": run_nodes,
             "smt": plan["smt"],
             "walltime_s": plan["walltime_s"],
@@ -1155,7 +1180,7 @@ def run_job(site: Site, plan: dict, script: Path | None, command: list[str]) -> 
     note(
         "bsub",
         f"site {site.name}: job {job_id} runs here now on {len(run_nodes)} local node(s) "
-        f"(asked for {len(plan['nodes'])}); the batch script runs on the launch node "
+        f"(asked for {plan['nodes']}); the batch script runs on the launch node "
         f"{LAUNCH_NODE}",
     )
     argv = ["bash", str(script)] if script else ["bash", "-c", shlex.join(command)]
@@ -1247,7 +1272,7 @@ def jsrun(argv: list[str]) -> int:
     envs = []
     for t in tasks:
         renv = {k: v for k, v in env.items() if k not in step.unset}
-        renv.update(rank_env(step, t, nodes, len(tasks), shape.smt, env))
+        renv.update(rank_env(step, t, " ".join(nodes), len(tasks), shape.smt, env))
         envs.append(renv)
     prefix = step.stdio_mode == "prepended"
     return run_ranks(step.command, envs, [f"{t['rank']}: " if prefix else "" for t in tasks])

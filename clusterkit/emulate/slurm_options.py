@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from functools import cache
 
 # (short, long, takes_value, tools) -- tools: b = sbatch, r = srun, a = salloc
 # Names and arities from the sbatch(1), srun(1) and salloc(1) manual pages of Slurm 22.05-24.05.
@@ -156,8 +157,10 @@ def specs(tool: str) -> list[OptionSpec]:
     return [OptionSpec(s, lo, v) for s, lo, v, tools in OPTIONS if letter in tools or not tools]
 
 
+@cache
 def build_parser(tool: str) -> argparse.ArgumentParser:
-    """An ArgumentParser that accepts exactly the options of ``tool``."""
+    """An ArgumentParser that accepts exactly the options of ``tool`` (built once per tool;
+    parsing leaves it unchanged)."""
     parser = _Parser(prog=tool, add_help=False, allow_abbrev=True)
     for spec in specs(tool):
         names = [n for n in (spec.short, spec.long) if n]
