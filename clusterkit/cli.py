@@ -39,7 +39,7 @@ def cmd_check_job(args: argparse.Namespace) -> int:
         print(f, file=sys.stderr)
     if args.plan:
         print(json.dumps(with_ranks(report, args.ranks), indent=2))
-    return 1 if report.errors else 0
+    return 2 if report.unusable else 1 if report.errors else 0
 
 
 def cmd_shims(args: argparse.Namespace) -> int:

@@ -22,7 +22,14 @@ from clusterkit import contracts
 from clusterkit.emulate import containers, launch_env, slurm, torchrun
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.modules import check_module_command
-from clusterkit.emulate.script import Command, JobScript, expand, read_script
+from clusterkit.emulate.script import (
+    Command,
+    JobScript,
+    UnreadableScript,
+    expand,
+    read_script,
+    text_lines,
+)
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site
 
@@ -44,6 +51,7 @@ class Report:
     text: str = ""  # the script, to point a finding at the continuation line that holds it
     # per step of plan["steps"]: the first N ranks of that step with their environment
     rank_makers: list[Callable[[int], list[dict]]] = field(default_factory=list, repr=False)
+    unusable: bool = False  # no script could be read at the path: nothing was judged
 
     @property
     def errors(self) -> list[Finding]:
@@ -88,8 +96,12 @@ def check_slurm_script(
     ``first_line`` shifts reported lines, for a snippet that starts inside a page.
     """
     path = Path(path)
-    script = read_script(path, text, prefix="#SBATCH")
+    try:
+        script = read_script(path, text, prefix="#SBATCH")
+    except UnreadableScript as exc:
+        return unreadable(path, site, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
+    report.findings += script.reading_findings() + slurm.script_refusals(script)
     req = slurm.job_request(script, argv)
     findings, shape = slurm.check_job(req, site)
     report.findings.extend(findings)
@@ -141,6 +153,14 @@ def check_slurm_script(
         )
     walk_body(script, site, shape, env, report, nodes)
     return _shift(report, first_line)
+
+
+def unreadable(path: Path, site: Site, exc: UnreadableScript, tool: str) -> Report:
+    """The report on a path that holds no script: one finding, worded as ``tool`` words it."""
+    f = exc.finding
+    message = f"{tool}: error: {f.message}" if tool == "sbatch" else f"{tool}: {f.message}"
+    finding = Finding(f.path, f.line, f.rule, message, f.level)
+    return Report(path, site.name, findings=[finding], unusable=True)
 
 
 def _shift(report: Report, first_line: int) -> Report:
@@ -341,7 +361,7 @@ def _token_line(text: str, line: int, message: str) -> int:
         or re.search(r"invalid choice: '([^']+)'", message)
         or re.search(r"argument (--?[\w-]+)", message)
     )
-    lines = text.splitlines()
+    lines = text_lines(text)
     if not m or not 0 < line <= len(lines):
         return line
     token = m[1]

@@ -46,7 +46,14 @@ from clusterkit.emulate.lsf_options import (
     slot_range,
 )
 from clusterkit.emulate.modules import check_module_command
-from clusterkit.emulate.script import Directive, JobScript, expand, read_script
+from clusterkit.emulate.script import (
+    Directive,
+    JobScript,
+    UnreadableScript,
+    expand,
+    read_script,
+    text_lines,
+)
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site, format_seconds
 
@@ -76,7 +83,7 @@ def read_bsub_directives(text: str) -> tuple[list[Directive], int]:
     the first command (0 if none): LSF reads ``#BSUB`` lines anywhere in the script."""
     out: list[Directive] = []
     first_command = 0
-    lines = text.splitlines()
+    lines = text_lines(text)
     i = 0
     while i < len(lines):
         start = i
@@ -852,8 +859,12 @@ def check_lsf_script(
     ``first_line`` shifts reported lines, for a snippet that starts inside a page.
     """
     path = Path(path)
-    script = read_script(path, text, prefix="#BSUB")
+    try:
+        script = read_script(path, text, prefix="#BSUB")
+    except UnreadableScript as exc:
+        return jobcheck.unreadable(path, site, exc, "bsub")
     report = Report(path, site.name, text=script.text)
+    report.findings += script.reading_findings()
     req = bsub_request(path, script.text, argv)
     findings, shape = check_request(req, site)
     report.findings.extend(findings)

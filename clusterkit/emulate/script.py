@@ -17,6 +17,75 @@ import bashlex
 import bashlex.ast
 import bashlex.errors
 
+from clusterkit.errors import Finding
+
+
+class UnreadableScript(Exception):
+    """The path names no readable file: a finding, and nothing to judge."""
+
+    def __init__(self, finding: Finding):
+        self.finding = finding
+        super().__init__(str(finding))
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a script file held, byte by byte, that a scheduler may refuse or a reader miss."""
+
+    from_file: bool = False  # False: text given by the caller (a page snippet)
+    size: int = 0  # bytes
+    nul_line: int = 0  # first line with a NUL byte (0: none)
+    crlf_line: int = 0  # first line ending in \r\n
+    bad_utf8_line: int = 0  # first line with bytes that are not UTF-8
+    bad_utf8: str = ""  # those bytes, in hex
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+
+def _line_of(data: bytes, pos: int) -> int:
+    return data.count(b"\n", 0, pos) + 1
+
+
+def decode(data: bytes) -> tuple[str, Source]:
+    """Text to judge (UTF-8; other bytes become U+FFFD, NUL too; \r\n becomes \n) and what
+    the bytes held."""
+    try:
+        text = data.decode("utf-8")
+        bad_line, bad = 0, ""
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", errors="replace")
+        bad_line, bad = _line_of(data, exc.start), data[exc.start : exc.end].hex(" ")
+    nul = data.find(b"\0")
+    crlf = data.find(b"\r\n")
+    source = Source(
+        from_file=True,
+        size=len(data),
+        nul_line=_line_of(data, nul) if nul >= 0 else 0,
+        crlf_line=_line_of(data, crlf) if crlf >= 0 else 0,
+        bad_utf8_line=bad_line,
+        bad_utf8=bad,
+    )
+    return text.replace("\0", "\ufffd").replace("\r\n", "\n"), source
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; UnreadableScript (with the finding) when there is no file to read."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        why = "no such file"
+    except IsADirectoryError:
+        why = "a directory, not a job script"
+    except PermissionError:
+        why = "permission denied"
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    raise UnreadableScript(
+        Finding(path, 0, "script-readable", f"Unable to open file {path}: {why}")
+    )
+
 
 @dataclass(frozen=True)
 class Directive:
@@ -46,12 +115,36 @@ class JobScript:
     body_line: int = 1  # first line of the body (after the directive block)
     commands: list[Command] = field(default_factory=list)
     parse_error: str | None = None
+    source: Source = field(default_factory=Source)  # the file's bytes (empty for page text)
+
+    def reading_findings(self) -> list[Finding]:
+        """Warnings about bytes read other than as written."""
+        out = []
+        if self.source.bad_utf8_line:
+            out.append(
+                Finding(
+                    self.path,
+                    self.source.bad_utf8_line,
+                    "script-encoding",
+                    f"bytes that are not UTF-8 ({self.source.bad_utf8}): read as U+FFFD; "
+                    "a name or value holding them would not be what it seems",
+                    level="warning",
+                )
+            )
+        return out
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of ``text`` as shells and schedulers count them: split at newlines only
+    (str.splitlines also splits at \\r, \\f, \\x1c... and would miscount)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def read_directives(text: str, prefix: str) -> tuple[list[Directive], int]:
     """The ``prefix`` lines of the leading comment block, and the first body line."""
     directives: list[Directive] = []
-    lines = text.splitlines()
+    lines = text_lines(text)
     n = 0
     for n, raw in enumerate(lines, start=1):
         stripped = raw.strip()
@@ -123,7 +216,7 @@ def _fallback_commands(text: str) -> list[Command]:
     """Line-based reading for the rare constructs bashlex cannot parse."""
     out = []
     joined, start = "", 0
-    for n, raw in enumerate(text.splitlines(), start=1):
+    for n, raw in enumerate(text_lines(text), start=1):
         if not joined:
             start = n
         line = raw.rstrip()
@@ -148,23 +241,20 @@ def _fallback_commands(text: str) -> list[Command]:
 
 
 def read_script(path: Path | str, text: str | None = None, prefix: str = "#SBATCH") -> JobScript:
+    """The script at ``path`` (or ``text``, a page snippet); UnreadableScript if there is none."""
     path = Path(path)
+    source = Source()
     if text is None:
-        text = path.read_text(encoding="utf-8")
-    first = text.splitlines()[0] if text else ""
+        text, source = decode(read_bytes(path))
+    first = text_lines(text)[0] if text else ""
     shebang = first[2:].strip() if first.startswith("#!") else None
     directives, body_line = read_directives(text, prefix)
-    script = JobScript(path, text, shebang, directives, body_line)
+    script = JobScript(path, text, shebang, directives, body_line, source=source)
+    if not any(ln.strip() and not ln.lstrip().startswith("#") for ln in text_lines(text)):
+        return script  # no command at all (bashlex trips on text that is only comments)
     try:
         script.commands = body_commands(text)
-    except (
-        bashlex.errors.ParsingError,
-        NotImplementedError,
-        AssertionError,
-        IndexError,
-        AttributeError,
-        TypeError,
-    ) as exc:  # bashlex trips on some inputs (e.g. only comments)
+    except Exception as exc:  # bashlex trips on some inputs (e.g. only comments): read by lines
         script.parse_error = str(exc)
         script.commands = _fallback_commands(text)
     return script

@@ -40,6 +40,35 @@ class SlurmValueError(ValueError):
     """An option value Slurm would refuse to parse."""
 
 
+# --------------------------------------------------------------------------- the script itself
+def script_refusals(script: JobScript) -> list[Finding]:
+    """What sbatch refuses before it reads a single option (sbatch.c, _get_script_buffer):
+    an empty script, one of whitespace only, one holding a NUL byte. Only a file is judged so:
+    page snippets are parts of scripts."""
+    src, path = script.source, script.path
+    if not src.from_file:
+        return []
+    if src.empty:
+        return [Finding(path, 0, "script-empty", "sbatch: error: Batch script is empty!")]
+    if not script.text.strip():
+        return [
+            Finding(
+                path, 1, "script-empty", "sbatch: error: Batch script contains only whitespace!"
+            )
+        ]
+    if src.nul_line:
+        return [
+            Finding(
+                path,
+                src.nul_line,
+                "script-null",
+                "sbatch: error: The Slurm controller does not allow scripts that contain a "
+                "NULL character '\\0'.",
+            )
+        ]
+    return []
+
+
 # --------------------------------------------------------------------------- value grammars
 def slurm_time(text: str) -> int | None:
     """Seconds in a Slurm time limit; None for UNLIMITED/INFINITE.
@@ -385,6 +414,14 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
             nodes_min, nodes_max = node_range(req.get("nodes") or "")
         except SlurmValueError as exc:
             bad("nodes", "option-value", f"sbatch: error: {exc}")
+    if nodes_min == 0:
+        bad(
+            "nodes",
+            "node-count",
+            f"sbatch: error: {E_NODES}: --nodes={req.get('nodes')}: a batch job runs on at "
+            "least one node",
+        )
+        nodes_min, nodes_max = 1, max(nodes_max or 1, 1)
     ntasks = _resolve_int(req, "ntasks", "--ntasks", bad)
     tpn = _resolve_int(req, "ntasks_per_node", "--ntasks-per-node", bad)
     tpg = _resolve_int(req, "ntasks_per_gpu", "--ntasks-per-gpu", bad)
@@ -617,6 +654,8 @@ def check_step(
 
     try:
         nodes = node_range(one("nodes"))[0] if one("nodes") else None
+        if nodes == 0:
+            raise SlurmValueError(f"Invalid node count specification {one('nodes')!r}")
         ntasks = positive_int(one("ntasks"), "--ntasks") if one("ntasks") else None
         tpn = (
             positive_int(one("ntasks_per_node"), "--ntasks-per-node")
@@ -626,6 +665,10 @@ def check_step(
         cpt = (
             positive_int(one("cpus_per_task"), "--cpus-per-task") if one("cpus_per_task") else None
         )
+        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
+        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
+        inherited = env.get("SRUN_CPUS_PER_TASK") or "1"
+        cpt = cpt or positive_int(inherited, "SRUN_CPUS_PER_TASK (--cpus-per-task)")
     except SlurmValueError as exc:
         bad("option-value", f"srun: error: {exc}")
         return findings, None
@@ -634,10 +677,6 @@ def check_step(
     if tpn is None:
         tpn = math.ceil(ntasks / nodes) if ntasks else shape.tasks_per_node
     ntasks = ntasks or nodes * tpn
-    if cpt is None:
-        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
-        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
-        cpt = int(env.get("SRUN_CPUS_PER_TASK") or 1)
     if nodes > shape.nodes:
         bad(
             "step-nodes",

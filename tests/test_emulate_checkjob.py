@@ -1,0 +1,81 @@
+"""``python -m clusterkit check-job`` on input that is not a well-formed job script: a finding
+naming file, line and rule (or a clean verdict), never a traceback; exit status 1 when the
+script would be refused, 2 when there is no script to read."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterkit.cli import main
+
+
+def _check_job(capsys, path, site: str = "bede", *extra: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(["check-job", "--site", site, *extra, str(path)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return exc.value.code, out, err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "status", "expected"),
+    [
+        (  # the IndexError of the environment builder, once
+            "nodes0.sbatch",
+            b"#!/bin/bash\n#SBATCH -A bdXXXYY\n#SBATCH --nodes=0\nsrun hostname\n",
+            1,
+            "nodes0.sbatch:3: [node-count] sbatch: error: Batch job submission failed: Node "
+            "count specification invalid",
+        ),
+        (
+            "latin1.sbatch",
+            b"#!/bin/bash\n#SBATCH -A bdXXXYY\necho caf\xe9\n",
+            0,
+            "latin1.sbatch:3: warning: [script-encoding] bytes that are not UTF-8 (e9)",
+        ),
+        ("empty.sbatch", b"", 1, "empty.sbatch: [script-empty] sbatch: error: Batch script is "),
+        (
+            "blank.sbatch",
+            b"  \n\t\n",
+            1,
+            "blank.sbatch:1: [script-empty] sbatch: error: Batch script contains only whitespace!",
+        ),
+        (
+            "junk.bin",
+            b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n\x00\x10",
+            1,
+            "junk.bin:1: [script-null] sbatch: error: The Slurm controller does not allow "
+            "scripts that contain a NULL character",
+        ),
+    ],
+)
+def test_odd_files_give_findings(capsys, tmp_path, monkeypatch, name, content, status, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_bytes(content)
+    code, _out, err = _check_job(capsys, name)
+    assert code == status, err
+    assert expected in err
+
+
+@pytest.mark.parametrize("site", ["bede", "summit"])
+def test_no_script_to_read_is_exit_status_2(capsys, tmp_path, monkeypatch, site):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir").mkdir()
+    code, _out, err = _check_job(capsys, "nosuch.sh", site)
+    assert code == 2 and "nosuch.sh: [script-readable]" in err and "no such file" in err
+    code, _out, err = _check_job(capsys, "adir", site)
+    assert code == 2 and "adir: [script-readable]" in err and "a directory" in err
+
+
+def test_plan_says_how_many_ranks_it_writes_out(capsys, tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -A bdXXXYY\n#SBATCH -N 32\n#SBATCH --ntasks-per-node=4\n"
+        "#SBATCH --gres=gpu:4\nsrun hostname\n"
+    )
+    code, out, _err = _check_job(capsys, "job.sbatch", "bede", "--plan", "--ranks", "5")
+    step = json.loads(out)["steps"][0]
+    assert code == 0 and step["ntasks"] == 128 and len(step["ranks"]) == 5
+    assert step["ranks_note"].startswith("5 of 128 ranks written out")
