@@ -168,6 +168,17 @@ class Partition:
     def max_walltime(self) -> str:
         return self.raw["max_walltime"]
 
+    def walltime_limit(self, nodes: int) -> tuple[int, str, str]:
+        """(seconds, as written, why) of the longest run a job of ``nodes`` nodes may ask for:
+        the bin of ``walltime_by_nodes`` it falls in, else ``max_walltime``."""
+        low = 1
+        for b in self.raw.get("walltime_by_nodes", ()):
+            if nodes <= b["max_nodes"]:
+                why = f"for {low}-{b['max_nodes']} nodes"
+                return duration_seconds(b["max_walltime"]), b["max_walltime"], why
+            low = b["max_nodes"] + 1
+        return self.max_walltime_s, self.max_walltime, "in all"
+
     @property
     def size(self) -> int | None:
         """Nodes in the partition: its own ``nodes``, else every node of its type."""
@@ -428,6 +439,17 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                     "partition-qos",
                     f"partition {name}: QoS {q!r} is not defined under qos: {sorted(qos_names)}",
                 )
+        bins = part.get("walltime_by_nodes", [])
+        if [b["max_nodes"] for b in bins] != sorted({b["max_nodes"] for b in bins}) or any(
+            duration_seconds(b["max_walltime"]) > duration_seconds(part["max_walltime"])
+            for b in bins
+        ):
+            bad(
+                ("partitions", name, "walltime_by_nodes"),
+                "walltime-bins",
+                f"partition {name}: walltime_by_nodes must grow in max_nodes and stay within "
+                "max_walltime",
+            )
         if part.get("default_walltime") and duration_seconds(
             part["default_walltime"]
         ) > duration_seconds(part["max_walltime"]):

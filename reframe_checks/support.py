@@ -188,7 +188,7 @@ class ExampleRun:
 @functools.cache
 def example_runs(site: str, script_name: str) -> tuple[ExampleRun, ...]:
     """Every run of ``script_name`` in the Slurm job scripts of ``examples/<site>/``."""
-    from clusterkit.emulate import slurm
+    from clusterkit.emulate import slurm, srun
     from clusterkit.emulate.script import read_script
     from clusterkit.profiles import load_site
 
@@ -225,7 +225,7 @@ def example_runs(site: str, script_name: str) -> tuple[ExampleRun, ...]:
             launcher = tuple(words[1 : at - 1]) if name == "srun" else ()
             ntasks, tpn = shape.ntasks, shape.tasks_per_node
             if name == "srun":
-                _, step = slurm.check_step(path, cmd.line, words[1:], shape, {})
+                _, step = srun.check_step(path, cmd.line, words[1:], shape, {})
                 if step is not None:
                     ntasks, tpn = step.ntasks, step.tasks_per_node
             out.append(

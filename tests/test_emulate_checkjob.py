@@ -40,11 +40,17 @@ def _check_job(capsys, path, site: str = "bede", *extra: str) -> tuple[int, str,
             1,
             "blank.sbatch:1: [script-empty] sbatch: error: Batch script contains only whitespace!",
         ),
-        (
+        (  # sbatch's first refusal of binary junk: no "#!" on the first line
             "junk.bin",
             b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n\x00\x10",
             1,
-            "junk.bin:1: [script-null] sbatch: error: The Slurm controller does not allow "
+            "junk.bin:1: [script-shebang] sbatch: error: This does not look like a batch script.",
+        ),
+        (
+            "nul.sbatch",
+            b"#!/bin/bash\n#SBATCH -A bdXXXYY\necho \x00\n",
+            1,
+            "nul.sbatch:3: [script-null] sbatch: error: The Slurm controller does not allow "
             "scripts that contain a NULL character",
         ),
     ],

@@ -332,3 +332,24 @@ def test_shape_without_nodes_spreads_like_slurm(directives, nodes, tasks_per_nod
         tasks_per_node,
         gpus_per_node,
     )
+
+
+def test_srun_shim_runs_each_part_of_an_mpmd_line(emulated_env, tmp_path):
+    script = tmp_path / "mpmd.sbatch"
+    script.write_text(
+        _script(
+            "-A bdXXXYY",
+            "-p gpu",
+            "-N 2",
+            "--output=out.txt",
+            body="srun -N1 -n1 sh -c 'echo \"a $SLURM_PROCID/$SLURM_NTASKS\"' : "
+            "-N1 -n1 sh -c 'echo \"b $SLURM_PROCID/$SLURM_NTASKS\"'\n",
+        )
+    )
+    env = dict(emulated_env, CLUSTERKIT_SITE="bede")
+    r = subprocess.run(
+        ["sbatch", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    lines = sorted((tmp_path / "out.txt").read_text().split("\n"))
+    assert [ln for ln in lines if ln[:2] in {"a ", "b "}] == ["a 0/2", "b 1/2"]

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from clusterkit.emulate import launch_env, slurm, slurm_options
+from clusterkit.emulate import srun as srun_judge
 from clusterkit.emulate.jobcheck import check_slurm_script, with_ranks
 from clusterkit.emulate.modules import check_module_command
 from clusterkit.errors import CheckError, Finding
@@ -88,7 +89,7 @@ def sbatch(argv: list[str]) -> int:
         parsed = slurm_options.parse("sbatch", argv)
     except slurm_options.OptionError as exc:
         print(
-            f'sbatch: {slurm._option_message(exc)}\nTry "sbatch --help" for more information',
+            f'sbatch: {slurm.option_message(exc)}\nTry "sbatch --help" for more information',
             file=sys.stderr,
         )
         return 1
@@ -147,6 +148,8 @@ def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str],
         cluster=site.name,
         cpus_per_task_given="SLURM_CPUS_PER_TASK" in plan["job_env"],
         qos=plan["qos"],
+        ntasks_given="SLURM_NTASKS" in plan["job_env"],
+        tasks_per_node_given="SLURM_NTASKS_PER_NODE" in plan["job_env"],
     )
     env.update(job_env)
     env[ALLOC_VAR] = json.dumps(
@@ -250,7 +253,7 @@ def salloc(argv: list[str]) -> int:
     try:
         parsed = slurm_options.parse("salloc", argv)
     except slurm_options.OptionError as exc:
-        print(f"salloc: {slurm._option_message(exc)}", file=sys.stderr)
+        print(f"salloc: {slurm.option_message(exc)}", file=sys.stderr)
         return 1
     command = parsed.get("command") or [os.environ.get("SHELL", "bash")]
     opts = argv[: len(argv) - len(parsed.get("command") or [])]
@@ -269,6 +272,27 @@ def salloc(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------- srun
+def _alloc_shapes(site: Site, plan: dict) -> list[slurm.Shape]:
+    """The allocation of the job running here, component by component, from its plan."""
+    shapes = []
+    for c in plan.get("het_components") or [plan]:
+        shapes.append(
+            slurm.Shape(
+                site.partitions[c["partition"]],
+                c["nodes"],
+                c["tasks_per_node"],
+                c["ntasks"],
+                c["cpus_per_task"],
+                c["gpus_per_node"],
+                c["time_limit_s"],
+                bool(c.get("exclusive")),
+                ntasks_given="SLURM_NTASKS" in os.environ,
+                tasks_per_node_given="SLURM_NTASKS_PER_NODE" in os.environ,
+            )
+        )
+    return shapes
+
+
 def srun(argv: list[str]) -> int:
     site = current_site("srun")
     alloc_text = os.environ.get(ALLOC_VAR)
@@ -279,52 +303,55 @@ def srun(argv: list[str]) -> int:
         )
         return 1
     alloc = json.loads(alloc_text)
-    p = alloc["plan"]
-    part = site.partitions[p["partition"]]
-    shape = slurm.Shape(
-        part,
-        p["nodes"],
-        p["tasks_per_node"],
-        p["ntasks"],
-        p["cpus_per_task"],
-        p["gpus_per_node"],
-        p["time_limit_s"],
-        False,
-    )
     env = dict(os.environ)
-    findings, step = slurm.check_step("<srun>", 0, argv, shape, env)
+    shapes = _alloc_shapes(site, alloc["plan"])
+    findings, steps = srun_judge.check_steps("<srun>", 0, argv, shapes, env, expanded=True)
     for f in findings:
         print(str(f), file=sys.stderr)
-    if any(f.level == "error" for f in findings) or step is None:
+    if any(f.level == "error" for f in findings) or not steps:
         return 1
-    run_nodes = alloc["run_nodes"][: min(step.nodes, len(alloc["run_nodes"]))]
-    _, run_tpn = scaled(len(run_nodes), step.tasks_per_node)
-    run_tpn = min(run_tpn, max_ranks())
-    ntasks = min(step.ntasks, len(run_nodes) * run_tpn)
     step_id = int(env.get("CLUSTERKIT_NEXT_STEP", "0"))
-    note(
-        "srun",
-        f"step {step_id}: {step.ntasks} task(s) on {step.nodes} node(s) requested, "
-        f"{ntasks} started here: {shlex.join(step.command)}",
-    )
-    parsed, _ = slurm.step_request(argv, env)
+    parsed, _ = srun_judge.step_request(srun_judge.split_parts(argv)[0], env, expanded=True)
     label = "label" in parsed
-    procs = []
-    for rank in range(ntasks):
-        renv = dict(env)
-        renv.update(
-            launch_env.srun_rank_env(
-                step_id=step_id,
-                nodes=run_nodes,
-                ntasks=ntasks,
-                tasks_per_node=run_tpn,
-                rank=rank,
-                cpus_per_task=step.cpus_per_task,
-                gpus_per_node=p["gpus_per_node"],
-            )
+    # every part of an MPMD line (``srun A : B``) starts at least one rank; ranks share a world
+    runs = [
+        _scaled_step(step, alloc["run_nodes"], max(1, max_ranks() // len(steps))) for step in steps
+    ]
+    total = sum(ntasks for _nodes, _tpn, ntasks in runs)
+    procs, first = [], 0
+    for step, (run_nodes, run_tpn, ntasks) in zip(steps, runs, strict=True):
+        note(
+            "srun",
+            f"step {step_id}: {step.ntasks} task(s) on {step.nodes} node(s) requested, "
+            f"{ntasks} started here: {shlex.join(step.command)}",
         )
-        procs.append(_spawn(step.command, renv, f"{rank}: " if label else ""))
+        for local in range(ntasks):
+            renv = dict(env)
+            renv.update(
+                launch_env.srun_rank_env(
+                    step_id=step_id,
+                    nodes=run_nodes,
+                    ntasks=ntasks,
+                    tasks_per_node=run_tpn,
+                    rank=local,
+                    cpus_per_task=step.cpus_per_task,
+                    gpus_per_node=alloc["plan"]["gpus_per_node"],
+                )
+            )
+            if len(steps) > 1:
+                renv.update(SLURM_PROCID=str(first + local), SLURM_NTASKS=str(total))
+            prefix = f"{first + local}: " if label else ""
+            procs.append(_spawn(step.command, renv, prefix))
+        first += ntasks
     return _wait_all(procs)
+
+
+def _scaled_step(step, run_nodes: list[str], limit: int) -> tuple[list[str], int, int]:
+    """(nodes, tasks per node, tasks) of a step run here, at most ``limit`` tasks."""
+    nodes = run_nodes[: min(step.nodes, len(run_nodes))]
+    _, tpn = scaled(len(nodes), step.tasks_per_node)
+    tpn = max(1, min(tpn, limit))
+    return nodes, tpn, max(1, min(step.ntasks, len(nodes) * tpn, limit))
 
 
 def _spawn(command: list[str], env: dict[str, str], prefix: str):

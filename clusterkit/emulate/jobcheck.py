@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit import contracts
-from clusterkit.emulate import containers, launch_env, slurm, torchrun
+from clusterkit.emulate import containers, launch_env, slurm, srun, torchrun
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.modules import check_module_command
 from clusterkit.emulate.script import (
@@ -97,50 +97,24 @@ def check_slurm_script(
     """
     path = Path(path)
     try:
-        script = read_script(path, text, prefix="#SBATCH")
+        script = read_script(path, text)
     except UnreadableScript as exc:
         return unreadable(path, site, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + slurm.script_refusals(script)
-    req = slurm.job_request(script, argv)
-    findings, shape = slurm.check_job(req, site)
-    report.findings.extend(findings)
-    if shape is None:
+    reqs = slurm.job_requests(script, argv)
+    shapes = []
+    for k, req in enumerate(reqs):
+        findings, shape = slurm.check_job(req, site)
+        report.findings.extend(findings)
+        if shape is not None:
+            shape.component = k
+            shapes.append(shape)
+    if len(shapes) < len(reqs):
         return _shift(report, first_line)
-    nodes = NodeSet.of(shape.partition.name, shape.nodes)
-    env = launch_env.slurm_job_env(
-        job_id=1000,
-        job_name=req.get("job_name") or path.name,
-        nodes=nodes,
-        partition=shape.partition.name,
-        account=req.get("account"),
-        ntasks=shape.ntasks,
-        tasks_per_node=shape.tasks_per_node,
-        cpus_per_task=shape.cpus_per_task,
-        gpus_per_node=shape.gpus_per_node,
-        cpus_per_node=shape.node.cpus,
-        submit_dir="$SLURM_SUBMIT_DIR",
-        cluster=site.name,
-        cpus_per_task_given=req.has("cpus_per_task"),
-        qos=req.get("qos"),
-    )
-    report.plan = {
-        "site": site.name,
-        "script": str(path),
-        "partition": shape.partition.name,
-        "node_type": shape.node.name,
-        "nodes": shape.nodes,
-        "nodelist": nodes.compressed,
-        "ntasks": shape.ntasks,
-        "tasks_per_node": shape.tasks_per_node,
-        "cpus_per_task": shape.cpus_per_task,
-        "gpus_per_node": shape.gpus_per_node,
-        "time_limit_s": shape.time_s,
-        "account": req.get("account"),
-        "qos": req.get("qos"),
-        "job_env": env,
-        "steps": [],
-    }
+    nodesets = component_nodes(shapes)
+    env = job_env(site, path, reqs, shapes, nodesets)
+    report.plan = job_plan(site, path, reqs, shapes, nodesets, env)
     if script.parse_error:
         report.findings.append(
             Finding(
@@ -151,8 +125,88 @@ def check_slurm_script(
                 level="warning",
             )
         )
-    walk_body(script, site, shape, env, report, nodes)
+    walk_body(script, site, shapes, env, report, nodesets)
     return _shift(report, first_line)
+
+
+def component_nodes(shapes: list[slurm.Shape]) -> list[NodeSet]:
+    """The nodes of each component of a job; components in one partition get nodes in turn."""
+    out, used = [], {}
+    for shape in shapes:
+        name = shape.partition.name
+        nodes = NodeSet.of(name, shape.nodes + used.get(name, 0))
+        out.append(nodes.part(used.get(name, 0), shape.nodes))
+        used[name] = used.get(name, 0) + shape.nodes
+    return out
+
+
+def job_env(
+    site: Site,
+    path: Path,
+    reqs: list[slurm.JobRequest],
+    shapes: list[slurm.Shape],
+    nodesets: list[NodeSet],
+) -> dict[str, str]:
+    """What the batch script sees: the first component's variables, plus per-component ones
+    for a heterogeneous job."""
+    req, shape = reqs[0], shapes[0]
+    env = launch_env.slurm_job_env(
+        job_id=1000,
+        job_name=req.get("job_name") or path.name,
+        nodes=nodesets[0],
+        partition=shape.partition.name,
+        account=req.get("account"),
+        ntasks=shape.ntasks,
+        tasks_per_node=shape.tasks_per_node,
+        cpus_per_task=shape.cpus_per_task,
+        gpus_per_node=shape.gpus_per_node,
+        cpus_per_node=shape.cpus_per_node,
+        submit_dir="$SLURM_SUBMIT_DIR",
+        cluster=site.name,
+        cpus_per_task_given=req.has("cpus_per_task"),
+        qos=req.get("qos"),
+        ntasks_given=shape.ntasks_given,
+        tasks_per_node_given=shape.tasks_per_node_given,
+    )
+    if len(shapes) > 1:
+        env["SLURM_HET_SIZE"] = str(len(shapes))
+        for k, (s, nodes) in enumerate(zip(shapes, nodesets, strict=True)):
+            env[f"SLURM_JOB_NUM_NODES_HET_GROUP_{k}"] = str(s.nodes)
+            env[f"SLURM_JOB_NODELIST_HET_GROUP_{k}"] = nodes.compressed
+            env[f"SLURM_JOB_PARTITION_HET_GROUP_{k}"] = s.partition.name
+            env[f"SLURM_NTASKS_HET_GROUP_{k}"] = str(s.ntasks)
+    return env
+
+
+def job_plan(
+    site: Site,
+    path: Path,
+    reqs: list[slurm.JobRequest],
+    shapes: list[slurm.Shape],
+    nodesets: list[NodeSet],
+    env: dict[str, str],
+) -> dict:
+    def counts(req: slurm.JobRequest, shape: slurm.Shape, nodes: NodeSet) -> dict:
+        return {
+            "partition": shape.partition.name,
+            "node_type": shape.node.name,
+            "nodes": shape.nodes,
+            "nodelist": nodes.compressed,
+            "ntasks": shape.ntasks,
+            "tasks_per_node": shape.tasks_per_node,
+            "cpus_per_task": shape.cpus_per_task,
+            "cpus_per_node": shape.cpus_per_node,
+            "exclusive": shape.exclusive,
+            "gpus_per_node": shape.gpus_per_node,
+            "time_limit_s": shape.time_s,
+            "account": req.get("account"),
+            "qos": req.get("qos"),
+        }
+
+    plan = {"site": site.name, "script": str(path), **counts(reqs[0], shapes[0], nodesets[0])}
+    if len(shapes) > 1:
+        plan["het_components"] = [counts(*c) for c in zip(reqs, shapes, nodesets, strict=True)]
+    return {**plan, "job_env": env, "steps": []}
 
 
 def unreadable(path: Path, site: Site, exc: UnreadableScript, tool: str) -> Report:
@@ -175,13 +229,14 @@ def _shift(report: Report, first_line: int) -> Report:
 def walk_body(
     script: JobScript,
     site: Site,
-    shape: slurm.Shape,
+    shapes: list[slurm.Shape],
     env: dict[str, str],
     report: Report,
-    nodes: NodeSet,
+    nodesets: list[NodeSet],
 ) -> None:
     env = dict(env)
     step_id = 0
+    shape = shapes[0]
     for cmd in script.commands:
         for a in cmd.assignments:
             k, _, v = a.partition("=")
@@ -200,21 +255,23 @@ def walk_body(
             report.findings.extend(check_module_command(script.path, cmd.line, name, words, site))
             continue
         if name == "srun":
-            findings, step = slurm.check_step(script.path, cmd.line, words, shape, env)
+            findings, steps = srun.check_steps(script.path, cmd.line, words, shapes, env)
             report.findings.extend(findings)
-            if step is not None:
-                _add_srun_step(report, step_id, step, nodes.head(step.nodes), shape)
-                step_id += 1
+            for step in steps:
+                group = shapes[step.het_group]
+                nodes = nodesets[step.het_group].part(step.first_node, step.nodes)
+                _add_srun_step(report, step_id, step, nodes, group)
                 check_command(
                     script.path,
                     cmd.line,
                     step.command,
                     site,
-                    shape,
+                    group,
                     env,
                     report,
                     ranks_per_node=step.tasks_per_node,
                 )
+            step_id += 1 if steps else 0
             continue
         check_command(
             script.path, cmd.line, [cmd.name, *words], site, shape, env, report, ranks_per_node=None
@@ -222,7 +279,7 @@ def walk_body(
 
 
 def _add_srun_step(
-    report: Report, step_id: int, step: slurm.Step, nodes: NodeSet, shape: slurm.Shape
+    report: Report, step_id: int, step: srun.Step, nodes: NodeSet, shape: slurm.Shape
 ) -> None:
     def ranks(limit: int) -> list[dict]:
         out = []
@@ -251,6 +308,8 @@ def _add_srun_step(
         "cpus_per_task": step.cpus_per_task,
         "command": step.command,
     }
+    if shape.component or "het_components" in report.plan:
+        plan["het_group"] = step.het_group
     add_step(report, plan, ranks)
 
 
@@ -436,7 +495,7 @@ def check_command_line(path: Path | str, line: int, words: list[str], site: Site
     cmd = Command(line, tuple(words))
     script = JobScript(Path(path), " ".join(words), None, [], line, [cmd])
     report.plan = {"nodes": 1, "steps": []}
-    walk_body(script, site, shape, {}, report, NodeSet.of(part.name, 1))
+    walk_body(script, site, [shape], {}, report, [NodeSet.of(part.name, 1)])
     return report
 
 

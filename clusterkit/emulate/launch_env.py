@@ -27,6 +27,7 @@ class NodeSet:
     stem: str
     count: int
     width: int = 3
+    first: int = 0  # index of the first node (a part of a larger set)
 
     @classmethod
     def of(cls, partition: str, count: int) -> NodeSet:
@@ -35,18 +36,24 @@ class NodeSet:
         return cls(stem, max(count, 1), max(3, len(str(max(count, 1)))))
 
     def name(self, index: int) -> str:
-        return f"{self.stem}{index + 1:0{self.width}d}"
+        return f"{self.stem}{self.first + index + 1:0{self.width}d}"
 
     def head(self, count: int) -> NodeSet:
         """The first ``count`` nodes (a step's share of the allocation)."""
-        return NodeSet(self.stem, max(1, min(count, self.count)), self.width)
+        return self.part(0, count)
+
+    def part(self, start: int, count: int) -> NodeSet:
+        """``count`` nodes from the ``start``-th on (as far as the set goes)."""
+        start = max(0, min(start, self.count - 1))
+        count = max(1, min(count, self.count - start))
+        return NodeSet(self.stem, count, self.width, self.first + start)
 
     @property
     def compressed(self) -> str:
         """Slurm's compressed host list, e.g. ``gpu[001-032]``."""
         if self.count == 1:
             return self.name(0)
-        first, last = (f"{i:0{self.width}d}" for i in (1, self.count))
+        first, last = (f"{i:0{self.width}d}" for i in (self.first + 1, self.first + self.count))
         return f"{self.stem}[{first}-{last}]"
 
     def names(self, limit: int | None = None) -> list[str]:
@@ -117,8 +124,12 @@ def slurm_job_env(
     cluster: str,
     cpus_per_task_given: bool,
     qos: str | None,
+    ntasks_given: bool = True,
+    tasks_per_node_given: bool = True,
 ) -> dict[str, str]:
-    """What sbatch puts in the batch script's environment."""
+    """What sbatch puts in the batch script's environment (SLURM_NTASKS only where the job
+    gave --ntasks or --ntasks-per-node, SLURM_NTASKS_PER_NODE only where it gave the latter:
+    srun takes them as its own -n and --ntasks-per-node)."""
     nodelist, count, first = _nodes(nodes)
     env = {
         "SLURM_JOB_ID": str(job_id),
@@ -128,9 +139,6 @@ def slurm_job_env(
         "SLURM_NODELIST": nodelist,
         "SLURM_JOB_NUM_NODES": str(count),
         "SLURM_NNODES": str(count),
-        "SLURM_NTASKS": str(ntasks),
-        "SLURM_NPROCS": str(ntasks),
-        "SLURM_NTASKS_PER_NODE": str(tasks_per_node),
         "SLURM_TASKS_PER_NODE": runs_string([(tasks_per_node, count)]),
         "SLURM_JOB_CPUS_PER_NODE": runs_string([(cpus_per_node, count)]),
         "SLURM_JOB_PARTITION": partition,
@@ -144,6 +152,10 @@ def slurm_job_env(
         "SLURM_GTIDS": "0",
         "ENVIRONMENT": "BATCH",
     }
+    if ntasks_given:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(ntasks)
+    if tasks_per_node_given:
+        env["SLURM_NTASKS_PER_NODE"] = str(tasks_per_node)
     if account:
         env["SLURM_JOB_ACCOUNT"] = account
     if qos:

@@ -37,6 +37,7 @@ from clusterkit.emulate.jobcheck import PLAN_RANKS_SHOWN, Report, add_step, chec
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.lsf_options import (
     BSUB_USAGE,
+    JSRUN_OPTIONS,
     LsfOptionError,
     RTerm,
     lsf_walltime,
@@ -51,6 +52,7 @@ from clusterkit.emulate.script import (
     JobScript,
     UnreadableScript,
     expand,
+    not_evaluable,
     read_script,
     text_lines,
 )
@@ -78,10 +80,12 @@ _INTERACTIVE = {"I", "Ip", "Is", "IS", "ISp", "ISs", "IX"}
 
 
 # --------------------------------------------------------------------------- reading a script
-def read_bsub_directives(text: str) -> tuple[list[Directive], int]:
-    """Every ``#BSUB`` line of ``text`` (a trailing backslash continues one), and the line of
-    the first command (0 if none): LSF reads ``#BSUB`` lines anywhere in the script."""
+def read_bsub_directives(text: str) -> tuple[list[Directive], int, list[int]]:
+    """Every ``#BSUB`` line of ``text`` (a trailing backslash continues one), the line of the
+    first command (0 if none), and the lines that look like directives but are comments to
+    LSF (``# BSUB -W 10``): LSF reads ``#BSUB`` lines anywhere in the script."""
     out: list[Directive] = []
+    ignored: list[int] = []
     first_command = 0
     lines = text_lines(text)
     i = 0
@@ -101,9 +105,11 @@ def read_bsub_directives(text: str) -> tuple[list[Directive], int]:
             # a word starting with '#' starts a comment (LSF's parseLine)
             cut = next((k for k, w in enumerate(words) if w.startswith("#")), len(words))
             out.append(Directive(start + 1, tuple(words[:cut])))
+        elif re.match(r"#\s+BSUB(\s+-|\s*$)", raw, re.IGNORECASE) or raw.startswith("#bsub"):
+            ignored.append(start + 1)
         elif raw and not raw.startswith("#") and not first_command:
             first_command = start + 1
-    return out, first_command
+    return out, first_command, ignored
 
 
 @dataclass
@@ -128,7 +134,18 @@ class BsubRequest:
 def bsub_request(path: Path, text: str, argv: list[str] | None) -> BsubRequest:
     """Options from the script's ``#BSUB`` lines, then ``argv`` (the command line wins)."""
     req = BsubRequest(path)
-    directives, first_command = read_bsub_directives(text)
+    directives, first_command, ignored = read_bsub_directives(text)
+    for line in ignored:
+        req.findings.append(
+            Finding(
+                path,
+                line,
+                "directive-ignored",
+                "bsub ignores this line: it reads lines that start with #BSUB; with a space "
+                "after the '#' (or in lower case) it is a comment, and what it asks for is lost",
+                level="warning",
+            )
+        )
     for d in directives:
         if d.words and d.words[0] == "__unparsable__":
             req.findings.append(
@@ -355,6 +372,15 @@ def check_request(req: BsubRequest, site: Site) -> tuple[list[Finding], LsfShape
             "node-count",
             f"bsub: {nodes} nodes exceed queue {qname}'s {queue.max_nodes}",
         )
+    elif wall is not None and nodes and queue.max_walltime_s >= wall:
+        limit, shown, why = queue.walltime_limit(nodes)
+        if wall > limit:
+            bad(
+                "W",
+                "walltime-bin",
+                f"bsub: run limit {req.get('W')} ({format_seconds(wall)}) exceeds the {shown} "
+                f"queue {qname} allows {why}; the job asks for {nodes}. {NOT_SUBMITTED}",
+            )
     interactive = any(req.has(k) for k in _INTERACTIVE)
     info = {
         "project": proj,
@@ -519,6 +545,15 @@ def _int_value(ns, name: str, special: dict[str, int], minimum: int, bad) -> int
         return None
     if text in special:
         return special[text]
+    why = not_evaluable(text)
+    if why:
+        short = next((f"-{s}/" for s, lng, _v in JSRUN_OPTIONS if lng == name and s), "")
+        bad(
+            "value-not-evaluable",
+            f"jsrun {short}--{name} {text}: not evaluable here ({why}); not judged",
+            level="warning",
+        )
+        return None
     if not text.isdigit() or int(text) < minimum:
         what = "a positive number" if minimum else "a number"
         extra = f" or {' / '.join(special)}" if special else ""
@@ -549,14 +584,17 @@ def parse_step(
     rph = _int_value(ns, "rs_per_host", {}, 1, bad)
     nrs = _int_value(ns, "nrs", {"ALL_HOSTS": nodes}, 1, bad)
     np_ = _int_value(ns, "np", {}, 1, bad)
-    if len(findings) > n_bad:
+    if any(f.level == "error" for f in findings[n_bad:]):
         return findings, None
+    # a value not evaluable here (-c $(($NCORES/$NRS))) leaves the sums it enters unjudged
+    cores_known = cores is not None or ns.get("cpu_per_rs") is None
+    tasks_known = tasks is not None or ns.get("tasks_per_rs") is None
     cores = cores or 1
     gpus = gpus or 0
     fit = shape.usable_cores // cores
     if gpus:
         fit = min(fit, shape.gpus // gpus)
-    if cores > shape.usable_cores:
+    if cores_known and cores > shape.usable_cores:
         bad(
             "rs-cores",
             f"jsrun: a resource set of {cores} cores does not fit a node of "
@@ -568,7 +606,7 @@ def parse_step(
             f"jsrun: a resource set of {gpus} GPUs does not fit a node of {shape.gpus} GPUs",
         )
     if rph is not None:
-        if rph * cores > shape.usable_cores and cores <= shape.usable_cores:
+        if cores_known and rph * cores > shape.usable_cores and cores <= shape.usable_cores:
             bad(
                 "rs-cores",
                 f"jsrun: {rph} resource sets per host x {cores} cores = {rph * cores}; a node "
@@ -605,7 +643,16 @@ def parse_step(
     # binding: packed:N cores per task (default packed:1), rs (all the set's cores), none
     bind = (ns.get("bind") or "packed:1").lower()
     m = re.fullmatch(r"packed:(\d+)", bind)
-    if m:
+    why = not_evaluable(bind)
+    if why:
+        bad(
+            "value-not-evaluable",
+            f"jsrun --bind {bind}: not evaluable here ({why}); not judged",
+            level="warning",
+        )
+    elif not (cores_known and tasks_known):
+        pass  # the cores or tasks of a resource set are not known here: nothing to add up
+    elif m:
         per_task = int(m[1])
         if per_task < 1:
             bad("jsrun-bind", f"jsrun: bad binding {bind!r}")
@@ -632,6 +679,8 @@ def parse_step(
             )
     elif bind != "none":
         bad("jsrun-bind", f"jsrun: unknown binding {ns.get('bind')!r} (packed:N, rs or none)")
+    if cores_known and not why:
+        _check_omp_threads(bad, bind, cores, shape.smt, ns, env)
     dist = (ns.get("launch_distribution") or "packed").lower()
     if not re.fullmatch(r"packed|cyclic|plane:[1-9]\d*", dist):
         bad(
@@ -670,6 +719,24 @@ def parse_step(
         command=list(ns.command),
     )
     return findings, step
+
+
+def _check_omp_threads(bad, bind: str, cores: int, smt: int, ns, env: dict[str, str]) -> None:
+    """jsrun warns when a task is told to start more OpenMP threads than it has hardware
+    threads (OLCF Summit guide, "Be careful with assigning threads to tasks")."""
+    given = {k: v for k, _, v in (e.partition("=") for e in ns.all("env") + ns.all("env_eval"))}
+    text = given.get("OMP_NUM_THREADS", env.get("OMP_NUM_THREADS", ""))
+    m = re.fullmatch(r"packed:(\d+)", bind)
+    bound = int(m[1]) if m else cores if bind == "rs" else None
+    if not text.isdigit() or not bound:
+        return
+    if int(text) > bound * smt:
+        bad(
+            "jsrun-omp-threads",
+            f"jsrun: Warning: OMP_NUM_THREADS={text} is greater than available PU's (each task "
+            f"is bound to {bound} core(s) x {smt} hardware thread(s) with -b {bind})",
+            level="warning",
+        )
 
 
 def omp_threads(step: JsrunStep, smt: int) -> int | None:
@@ -860,11 +927,11 @@ def check_lsf_script(
     """
     path = Path(path)
     try:
-        script = read_script(path, text, prefix="#BSUB")
+        script = read_script(path, text)
     except UnreadableScript as exc:
         return jobcheck.unreadable(path, site, exc, "bsub")
     report = Report(path, site.name, text=script.text)
-    report.findings += script.reading_findings()
+    report.findings += script.reading_findings() + _dos_line_breaks(script)
     req = bsub_request(path, script.text, argv)
     findings, shape = check_request(req, site)
     report.findings.extend(findings)
@@ -884,6 +951,24 @@ def check_lsf_script(
         )
     walk_body(script, site, shape, dict(report.plan["job_env"]), report, nodes)
     return jobcheck._shift(report, first_line)
+
+
+def _dos_line_breaks(script: JobScript) -> list[Finding]:
+    """bsub takes a script with DOS line breaks; bash then reads each \\r as part of the
+    last word of its line."""
+    if not script.source.crlf_line:
+        return []
+    return [
+        Finding(
+            script.path,
+            script.source.crlf_line,
+            "script-dos-line-breaks",
+            "DOS line breaks (\\r\\n): LSF takes the script, but bash reads each \\r as part of "
+            "the last word of its line ('hostname\\r: command not found'); convert it with "
+            "dos2unix",
+            level="warning",
+        )
+    ]
 
 
 def lsf_plan(site: Site, path: Path, shape: LsfShape, nodes: NodeSet) -> dict:

@@ -1,13 +1,16 @@
-"""Read a job script: its scheduler directives, and the commands of its body with their lines.
+"""Read a job script: its bytes, its lines, and the commands of its body with their lines.
 
-Directives are read as the schedulers read them: ``#SBATCH``/``#BSUB`` lines are taken only
-until the first line that is neither blank nor a comment, and each line is split into words
-like a shell would (quotes group). The body is parsed with bashlex, so a command continued over
-several lines, or nested in ``if``/``for``, is still one command with the line it starts on.
+A file is read as bytes, so that what a scheduler refuses (NUL bytes, DOS line breaks, an empty
+file) and bytes that are not UTF-8 are known, and a path that holds no file is one finding.
+The body is parsed with bashlex, so a command continued over several lines, or nested in
+``if``/``for``, is still one command with the line it starts on. Each scheduler reads its own
+directives (:mod:`clusterkit.emulate.slurm_options`, :mod:`clusterkit.emulate.lsf`).
 """
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -111,8 +114,6 @@ class JobScript:
     path: Path
     text: str
     shebang: str | None
-    directives: list[Directive] = field(default_factory=list)
-    body_line: int = 1  # first line of the body (after the directive block)
     commands: list[Command] = field(default_factory=list)
     parse_error: str | None = None
     source: Source = field(default_factory=Source)  # the file's bytes (empty for page text)
@@ -141,32 +142,6 @@ def text_lines(text: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
-def read_directives(text: str, prefix: str) -> tuple[list[Directive], int]:
-    """The ``prefix`` lines of the leading comment block, and the first body line."""
-    directives: list[Directive] = []
-    lines = text_lines(text)
-    n = 0
-    for n, raw in enumerate(lines, start=1):
-        stripped = raw.strip()
-        if n == 1 and stripped.startswith("#!"):
-            continue
-        if not stripped or stripped.startswith("#"):
-            if stripped.startswith(prefix) and (
-                len(stripped) == len(prefix) or stripped[len(prefix)] in " \t"
-            ):
-                rest = stripped[len(prefix) :]
-                # A '#' after the options starts a comment, as in Slurm's directive reader.
-                rest = re.split(r"\s#", rest, maxsplit=1)[0]
-                try:
-                    words = tuple(shlex.split(rest))
-                except ValueError as exc:
-                    words = ("__unparsable__", str(exc))
-                directives.append(Directive(n, words))
-            continue
-        return directives, n
-    return directives, n + 1
-
-
 def _line_starts(text: str) -> list[int]:
     starts = [0]
     for m in re.finditer("\n", text):
@@ -186,27 +161,48 @@ def _pos_to_line(starts: list[int], pos: int) -> int:
 
 
 class _Collector(bashlex.ast.nodevisitor):
-    def __init__(self, starts: list[int]):
+    def __init__(self, starts: list[int], masked: dict[str, str]):
         self.starts = starts
+        self.masked = masked
         self.commands: list[Command] = []
+
+    def _unmask(self, word: str) -> str:
+        for token, original in self.masked.items():
+            word = word.replace(token, original)
+        return word
 
     def visitcommand(self, node, parts):
         words, assigns = [], []
         for part in parts:
             if part.kind == "word":
-                words.append(part.word)
+                words.append(self._unmask(part.word))
             elif part.kind == "assignment":
-                (assigns if not words else words).append(part.word)
+                (assigns if not words else words).append(self._unmask(part.word))
         if words or assigns:
             line = _pos_to_line(self.starts, node.pos[0])
             self.commands.append(Command(line, tuple(words), tuple(assigns)))
         return True
 
 
+def _mask_arithmetic(text: str) -> tuple[str, dict[str, str]]:
+    """``$((...))`` on one line replaced by a plain token (bashlex does not implement
+    arithmetic expansion), and the map back."""
+    masked: dict[str, str] = {}
+
+    def token(m: re.Match) -> str:
+        if "\n" in m[0]:
+            return m[0]
+        key = f"__clusterkit_arith_{len(masked)}__"
+        masked[key] = m[0]
+        return key
+
+    return _ARITH.sub(token, text), masked
+
+
 def body_commands(text: str) -> list[Command]:
     """Every simple command in ``text`` in source order (raises bashlex errors)."""
-    starts = _line_starts(text)
-    collector = _Collector(starts)
+    text, masked = _mask_arithmetic(text)
+    collector = _Collector(_line_starts(text), masked)
     for tree in bashlex.parse(text):
         collector.visit(tree)
     return sorted(collector.commands, key=lambda c: c.line)
@@ -240,7 +236,7 @@ def _fallback_commands(text: str) -> list[Command]:
     return out
 
 
-def read_script(path: Path | str, text: str | None = None, prefix: str = "#SBATCH") -> JobScript:
+def read_script(path: Path | str, text: str | None = None) -> JobScript:
     """The script at ``path`` (or ``text``, a page snippet); UnreadableScript if there is none."""
     path = Path(path)
     source = Source()
@@ -248,8 +244,7 @@ def read_script(path: Path | str, text: str | None = None, prefix: str = "#SBATC
         text, source = decode(read_bytes(path))
     first = text_lines(text)[0] if text else ""
     shebang = first[2:].strip() if first.startswith("#!") else None
-    directives, body_line = read_directives(text, prefix)
-    script = JobScript(path, text, shebang, directives, body_line, source=source)
+    script = JobScript(path, text, shebang, source=source)
     if not any(ln.strip() and not ln.lstrip().startswith("#") for ln in text_lines(text)):
         return script  # no command at all (bashlex trips on text that is only comments)
     try:
@@ -261,13 +256,46 @@ def read_script(path: Path | str, text: str | None = None, prefix: str = "#SBATC
 
 
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)(?P<op>[^}]*)\}|(?P<plain>[A-Za-z_]\w*))")
+_ARITH = re.compile(r"\$\(\(([^()]*(?:\([^()]*\)[^()]*)*)\)\)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_ARITH_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: lambda a, b: int(a / b),  # bash truncates toward zero
+    ast.Mod: lambda a, b: a - b * int(a / b),
+}
+
+
+def _arith(expr: str) -> int | None:
+    """The value of a bash arithmetic expression of integers (+ - * / % and parentheses),
+    or None when it holds anything else (or divides by zero)."""
+    if not re.fullmatch(r"[\d\s+\-*/%()]+", expr) or len(expr) > 200:
+        return None
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            v = value(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+            return _ARITH_OPS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(expr)
+
+    try:
+        return value(ast.parse(expr.replace("/", "//"), mode="eval").body)
+    except (ValueError, SyntaxError, ZeroDivisionError, RecursionError):
+        return None
 
 
 def expand(word: str, env: dict[str, str]) -> str:
-    """Expand ``$VAR``/``${VAR}``/``${VAR:-default}`` from ``env``; leave unknown ones as they are.
+    """Expand ``$VAR``/``${VAR}``/``${VAR:-default}`` and ``$((arithmetic))`` from ``env``;
+    leave what cannot be known here (variables set outside the script, command substitution)
+    as written.
 
-    Enough for reading option values in a dry run (``--cpus-per-task=${SLURM_CPUS_PER_TASK}``);
-    the run mode lets bash itself expand everything.
+    Enough for reading option values in a dry run (``--cpus-per-task=${SLURM_CPUS_PER_TASK}``,
+    ``-n $((SLURM_NNODES*4))``); the run mode lets bash itself expand everything.
     """
 
     def sub(m: re.Match) -> str:
@@ -279,7 +307,29 @@ def expand(word: str, env: dict[str, str]) -> str:
             return op.split("-", 1)[1]
         return m.group(0)
 
+    def arith(m: re.Match) -> str:
+        inner = _VAR.sub(sub, m[1])
+        inner = _NAME.sub(lambda n: env.get(n[0], n[0]), inner)
+        result = _arith(inner)
+        return m[0] if result is None else str(result)
+
+    word = _ARITH.sub(arith, word)
     word = _VAR.sub(sub, word)
     if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
         word = word[1:-1]
     return word
+
+
+def not_evaluable(value: str) -> str | None:
+    """Why an (expanded) option value cannot be judged here, or None when it can: it still
+    holds shell variables set outside the script, arithmetic over them, or a command."""
+    if "$" not in value and "`" not in value:
+        return None
+    names = sorted({m["braced"] or m["plain"] for m in _VAR.finditer(value)})
+    for m in _ARITH.finditer(value):
+        names += sorted(set(_NAME.findall(m[1])) - set(names))
+    if names:
+        return f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} set outside the script"
+    if _ARITH.search(value):
+        return "it is arithmetic the emulator does not evaluate"
+    return "it is the output of a command"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit.emulate import slurm_options
-from clusterkit.emulate.script import JobScript, expand
+from clusterkit.emulate.script import JobScript
 from clusterkit.errors import Finding
 from clusterkit.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
 
@@ -42,30 +42,40 @@ class SlurmValueError(ValueError):
 
 # --------------------------------------------------------------------------- the script itself
 def script_refusals(script: JobScript) -> list[Finding]:
-    """What sbatch refuses before it reads a single option (sbatch.c, _get_script_buffer):
-    an empty script, one of whitespace only, one holding a NUL byte. Only a file is judged so:
-    page snippets are parts of scripts."""
-    src, path = script.source, script.path
+    """What sbatch refuses before it reads a single option, in its order (sbatch.c,
+    _get_script_buffer; it stops at the first): an empty script, one of whitespace only, one
+    whose first line is not ``#!``, one holding a NUL byte, one with DOS line breaks. Only a
+    file is judged so: a page snippet is part of a script."""
+    src, text = script.source, script.text
     if not src.from_file:
         return []
-    if src.empty:
-        return [Finding(path, 0, "script-empty", "sbatch: error: Batch script is empty!")]
-    if not script.text.strip():
-        return [
-            Finding(
-                path, 1, "script-empty", "sbatch: error: Batch script contains only whitespace!"
-            )
-        ]
-    if src.nul_line:
-        return [
-            Finding(
-                path,
-                src.nul_line,
-                "script-null",
-                "sbatch: error: The Slurm controller does not allow scripts that contain a "
-                "NULL character '\\0'.",
-            )
-        ]
+    checks = [
+        (src.empty, 0, "script-empty", "Batch script is empty!"),
+        (not text.strip(), 1, "script-empty", "Batch script contains only whitespace!"),
+        (
+            not text.startswith("#!"),
+            1,
+            "script-shebang",
+            "This does not look like a batch script.  The first line must start with #! "
+            "followed by the path to an interpreter. For instance: #!/bin/sh",
+        ),
+        (
+            src.nul_line > 0,
+            src.nul_line,
+            "script-null",
+            "The Slurm controller does not allow scripts that contain a NULL character '\\0'.",
+        ),
+        (
+            src.crlf_line > 0,
+            src.crlf_line,
+            "script-dos-line-breaks",
+            "Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line "
+            "breaks (\\n).",
+        ),
+    ]
+    for refused, line, rule, message in checks:
+        if refused:
+            return [Finding(script.path, line, rule, f"sbatch: error: {message}")]
     return []
 
 
@@ -196,39 +206,95 @@ def _merge(req: JobRequest, parsed: dict[str, list], line: int) -> None:
         req.options[dest] = Value("" if last is True else str(last), line)
 
 
+# Options a component of a heterogeneous job takes from the one before it unless it sets its
+# own (Slurm, "Heterogeneous Job Support": the propagated options).
+HET_PROPAGATED = frozenset(
+    """account acctg_freq begin cluster_constraint clusters comment deadline delay_boot
+    dependency distribution error export export_file exclude get_user_env gid hold ignore_pbs
+    immediate input job_name mcs_label mem no_requeue nice no_kill output parsable priority
+    profile propagate qos quiet reboot reservation requeue signal time test_only time_min uid
+    verbose wait wait_all_nodes wckey chdir""".split()
+)
+
+
+def job_requests(
+    script: JobScript,
+    argv: list[str] | None = None,
+    tool: str = "sbatch",
+    placeholders: tuple[str, ...] = (),
+) -> list[JobRequest]:
+    """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
+    directives, then the command line, which wins. Findings about the script's directives as a
+    whole (lines sbatch skips, the old #SLURM prefix) go with the first."""
+    found = slurm_options.read_directives(script.text, placeholders)
+    reqs: list[JobRequest] = []
+    for k in range(found.components):
+        req = JobRequest(script.path)
+        if reqs:
+            before = reqs[-1].options
+            req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
+        for d in (d for d in found.read if d.component == k):
+            _merge_directive(req, d, tool)
+        reqs.append(req)
+    if argv:
+        try:
+            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0)
+        except slurm_options.OptionError as exc:
+            reqs[0].findings.append(
+                Finding("<command line>", 0, "sbatch-option", f"{tool}: {option_message(exc)}")
+            )
+    reqs[0].findings[:0] = _directive_notes(script.path, found, tool)
+    return reqs
+
+
 def job_request(
     script: JobScript, argv: list[str] | None = None, tool: str = "sbatch"
 ) -> JobRequest:
-    """Options from the script's directives, then the command line (which wins)."""
-    req = JobRequest(script.path)
-    for d in script.directives:
-        if d.words and d.words[0] == "__unparsable__":
-            req.findings.append(
-                Finding(
-                    script.path,
-                    d.line,
-                    "directive-syntax",
-                    f"{tool}: error: cannot split directive: {d.words[1]}",
-                )
-            )
-            continue
-        try:
-            _merge(req, slurm_options.parse(tool, list(d.words)), d.line)
-        except slurm_options.OptionError as exc:
-            req.findings.append(
-                Finding(script.path, d.line, "sbatch-option", f"{tool}: {_option_message(exc)}")
-            )
-    if argv:
-        try:
-            _merge(req, slurm_options.parse(tool, list(argv)), 0)
-        except slurm_options.OptionError as exc:
-            req.findings.append(
-                Finding("<command line>", 0, "sbatch-option", f"{tool}: {_option_message(exc)}")
-            )
-    return req
+    """The request of the first (usually the only) component."""
+    return job_requests(script, argv, tool)[0]
 
 
-def _option_message(exc: Exception) -> str:
+def _merge_directive(req: JobRequest, d: slurm_options.SbatchDirective, tool: str) -> None:
+    if d.problem:
+        message = f"{tool}: fatal: line {d.line}: {d.problem}"
+        req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
+        return
+    try:
+        _merge(req, slurm_options.parse(tool, list(d.words)), d.line)
+    except slurm_options.OptionError as exc:
+        req.findings.append(
+            Finding(req.path, d.line, "sbatch-option", f"{tool}: {option_message(exc)}")
+        )
+
+
+def _directive_notes(path: Path, found: slurm_options.Directives, tool: str) -> list[Finding]:
+    """Warnings for what sbatch does not read as a reader would expect."""
+    notes = [
+        Finding(
+            path,
+            line,
+            "directive-ignored",
+            f"{tool} ignores this line ({why}): it reads #SBATCH lines that start in the first "
+            "column, before the first command, and nothing else; what it asks for is lost",
+            level="warning",
+        )
+        for line, why in found.ignored
+    ]
+    if found.old_prefix_line:
+        notes.append(
+            Finding(
+                path,
+                found.old_prefix_line,
+                "directive-prefix",
+                f"{tool}: error: Change from #SLURM to #SBATCH in your script and verify the "
+                "options are valid in sbatch",
+                level="warning",
+            )
+        )
+    return notes
+
+
+def option_message(exc: Exception) -> str:
     msg = str(exc)
     m = re.match(r"unrecognized arguments: (.*)", msg)
     if m:
@@ -255,10 +321,23 @@ class Shape:
     gpus_per_node: int
     time_s: int | None
     exclusive: bool
+    ntasks_given: bool = True  # --ntasks or --ntasks-per-node given: srun inherits SLURM_NTASKS
+    tasks_per_node_given: bool = True  # srun inherits SLURM_NTASKS_PER_NODE
+    component: int = 0  # of a heterogeneous job
 
     @property
     def node(self) -> NodeType:
         return self.partition.node_type
+
+    @property
+    def cpus_per_node(self) -> int:
+        """CPUs the job holds on each node: the whole node when it has it exclusively, else its
+        tasks' CPUs rounded up to whole cores (CR_Core, as the generated slurm.conf has it)."""
+        node = self.node
+        if self.exclusive:
+            return node.cpus
+        tpc = node.threads_per_core
+        return min(node.cpus, -(-self.tasks_per_node * self.cpus_per_task // tpc) * tpc)
 
 
 def _resolve_int(req: JobRequest, dest: str, what: str, bad) -> int | None:
@@ -268,8 +347,18 @@ def _resolve_int(req: JobRequest, dest: str, what: str, bad) -> int | None:
     try:
         return positive_int(text, what)
     except SlurmValueError as exc:
-        bad(dest, "option-value", f"sbatch: error: {exc}")
+        bad(dest, "option-value", f"sbatch: error: {exc}{literal_hint(text)}")
         return None
+
+
+def literal_hint(text: str) -> str:
+    """A note for a directive value that looks like shell: sbatch does not expand it."""
+    if "$" not in text and "`" not in text:
+        return ""
+    return (
+        " (sbatch reads #SBATCH lines as written: no variable, $((...)) or command in them "
+        "is expanded)"
+    )
 
 
 def _check_partition_list(
@@ -365,7 +454,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         try:
             time_s = slurm_time(time_text)
         except SlurmValueError as exc:
-            bad("time", "time-format", f"sbatch: error: {exc}")
+            bad("time", "time-format", f"sbatch: error: {exc}{literal_hint(time_text)}")
         else:
             if time_s is None or time_s > part.max_walltime_s:
                 shown = "UNLIMITED" if time_s is None else format_seconds(time_s)
@@ -413,7 +502,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         try:
             nodes_min, nodes_max = node_range(req.get("nodes") or "")
         except SlurmValueError as exc:
-            bad("nodes", "option-value", f"sbatch: error: {exc}")
+            bad("nodes", "option-value", f"sbatch: error: {exc}{literal_hint(req.get('nodes'))}")
     if nodes_min == 0:
         bad(
             "nodes",
@@ -474,6 +563,16 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
             f"sbatch: error: {E_NODES}: {nodes} nodes requested, partition {part.name} has "
             f"{part.size}",
         )
+
+    if time_s is not None and time_s <= part.max_walltime_s:
+        limit, shown, why = part.walltime_limit(nodes)
+        if time_s > limit:
+            bad(
+                "time",
+                "time-limit",
+                f"sbatch: error: {E_TIME}: {time_text} ({format_seconds(time_s)}) exceeds the "
+                f"{shown} partition {part.name} allows {why}; the job asks for {nodes}",
+            )
 
     # -- CPUs per node
     cpus_node = tpn * cpt
@@ -611,105 +710,15 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         )
 
     shape = Shape(
-        part, nodes, tpn, ntasks, cpt, gpn, time_s, req.has("exclusive") or part.exclusive
+        part,
+        nodes,
+        tpn,
+        ntasks,
+        cpt,
+        gpn,
+        time_s,
+        req.has("exclusive") or part.exclusive,
+        ntasks_given=req.has("ntasks") or req.has("ntasks_per_node"),
+        tasks_per_node_given=req.has("ntasks_per_node"),
     )
     return findings, shape
-
-
-# --------------------------------------------------------------------------- job steps (srun)
-@dataclass
-class Step:
-    line: int
-    nodes: int
-    ntasks: int
-    tasks_per_node: int
-    cpus_per_task: int
-    command: list[str]
-
-
-def step_request(words: list[str], env: dict[str, str]) -> tuple[dict[str, list], list[str]]:
-    expanded = [expand(w, env) for w in words]
-    parsed = slurm_options.parse("srun", expanded)
-    return parsed, parsed.pop("command", [])
-
-
-def check_step(
-    path: Path | str, line: int, words: list[str], shape: Shape, env: dict[str, str]
-) -> tuple[list[Finding], Step | None]:
-    """Judge one ``srun`` command line (words after ``srun``) inside an allocation."""
-    findings: list[Finding] = []
-
-    def bad(rule: str, msg: str, level: str = "error") -> None:
-        findings.append(Finding(path, line, rule, msg, level))
-
-    try:
-        opts, command = step_request(words, env)
-    except slurm_options.OptionError as exc:
-        bad("srun-option", f"srun: {_option_message(exc)}")
-        return findings, None
-
-    def one(dest: str) -> str | None:
-        v = opts.get(dest)
-        return None if v is None else str(v[-1])
-
-    try:
-        nodes = node_range(one("nodes"))[0] if one("nodes") else None
-        if nodes == 0:
-            raise SlurmValueError(f"Invalid node count specification {one('nodes')!r}")
-        ntasks = positive_int(one("ntasks"), "--ntasks") if one("ntasks") else None
-        tpn = (
-            positive_int(one("ntasks_per_node"), "--ntasks-per-node")
-            if one("ntasks_per_node")
-            else None
-        )
-        cpt = (
-            positive_int(one("cpus_per_task"), "--cpus-per-task") if one("cpus_per_task") else None
-        )
-        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
-        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
-        inherited = env.get("SRUN_CPUS_PER_TASK") or "1"
-        cpt = cpt or positive_int(inherited, "SRUN_CPUS_PER_TASK (--cpus-per-task)")
-    except SlurmValueError as exc:
-        bad("option-value", f"srun: error: {exc}")
-        return findings, None
-    # A step inherits the allocation's shape where it gives none of its own.
-    nodes = nodes or (min(shape.nodes, ntasks) if ntasks else shape.nodes)
-    if tpn is None:
-        tpn = math.ceil(ntasks / nodes) if ntasks else shape.tasks_per_node
-    ntasks = ntasks or nodes * tpn
-    if nodes > shape.nodes:
-        bad(
-            "step-nodes",
-            f"srun: error: {E_STEP}: step asks for {nodes} nodes, the job has {shape.nodes}",
-        )
-    if ntasks > shape.nodes * shape.node.cpus:
-        bad("step-tasks", f"srun: error: {E_STEP}: {ntasks} tasks on {shape.nodes} node(s)")
-    hint = one("hint") or ""
-    limit = shape.node.usable_cores if "nomultithread" in hint else shape.node.cpus
-    if tpn * cpt > limit:
-        bad(
-            "step-cpus",
-            f"srun: error: {E_STEP}: {tpn} tasks x {cpt} CPUs per task per node "
-            f"= {tpn * cpt}, a {shape.partition.name} node has {limit} "
-            f"{'cores' if 'nomultithread' in hint else 'CPUs'}",
-        )
-    if (
-        shape.gpus_per_node
-        and shape.node.gpus
-        and tpn > shape.gpus_per_node
-        and _launches_gpu_ranks(command)
-    ):
-        bad(
-            "ranks-per-gpu",
-            f"srun: {tpn} ranks per node but the job holds "
-            f"{shape.gpus_per_node} GPU(s) per node: one rank per GPU is the rule for "
-            f"data-parallel training",
-            level="warning",
-        )
-    if not command:
-        bad("step-command", "srun: fatal: No command given to execute.")
-    return findings, Step(line, nodes, ntasks, tpn, cpt, command)
-
-
-def _launches_gpu_ranks(command: list[str]) -> bool:
-    return bool(command) and Path(command[0]).name.startswith("python")

@@ -10,6 +10,7 @@ here; what the values mean is checked in :mod:`clusterkit.emulate.slurm`.
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -56,6 +57,7 @@ OPTIONS: list[tuple[str | None, str, bool, str]] = [
     (None, "--gpus-per-task", _V, "bra"),
     (None, "--gres", _V, "bra"),
     (None, "--gres-flags", _V, "bra"),
+    (None, "--het-group", _V, "r"),
     ("-H", "--hold", _F, "ba"),
     (None, "--hint", _V, "bra"),
     (None, "--ignore-pbs", _F, "b"),
@@ -190,3 +192,116 @@ def parse(tool: str, argv: list[str]) -> dict[str, list]:
     parser = build_parser(tool)
     ns = parser.parse_args(argv)
     return {k: v for k, v in vars(ns).items() if v not in (None, [])}
+
+
+# --------------------------------------------------------------------------- script directives
+DIRECTIVE = "#SBATCH"
+HET_SEPARATORS = ("hetjob", "packjob")
+
+
+@dataclass(frozen=True)
+class SbatchDirective:
+    """The words of one ``#SBATCH`` line, the line, and the het-job component it belongs to."""
+
+    line: int
+    words: tuple[str, ...]
+    component: int = 0
+    problem: str = ""  # what sbatch says of a line it cannot split (unmatched quote, ...)
+
+
+@dataclass
+class Directives:
+    """What sbatch reads from a script, and the lines that look like directives but are not."""
+
+    read: list[SbatchDirective]
+    ignored: list[tuple[int, str]]  # (line, why sbatch skips it)
+    old_prefix_line: int = 0  # first #SLURM line (read, with an error message)
+
+    @property
+    def components(self) -> int:
+        return 1 + max((d.component for d in self.read), default=0)
+
+
+def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """The words of a directive after its prefix, as sbatch's get_argument() splits them:
+    whitespace separates, quotes group, a backslash keeps the next character, an unquoted
+    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``) is one word.
+    Returns (words, problem); the problem is sbatch's message for a line it cannot split."""
+    words: list[str] = []
+    i, n = 0, len(rest)
+    while True:
+        while i < n and rest[i].isspace():
+            i += 1
+        if i >= n:
+            return words, ""
+        if rest[i] == ":":
+            return words, "Unexpected `:`"
+        word, quote = "", ""
+        while i < n and (quote or not rest[i].isspace()):
+            ch = rest[i]
+            hit = "" if quote else next((p for p in placeholders if rest.startswith(p, i)), "")
+            if hit:
+                word += hit
+                i += len(hit)
+            elif ch == "\\":
+                word += rest[i + 1 : i + 2]
+                i += 2
+            elif quote:
+                if ch == quote:
+                    quote = ""
+                else:
+                    word += ch
+                i += 1
+            elif ch in "\"'":
+                quote = ch
+                i += 1
+            elif ch == "#":
+                if word:
+                    words.append(word)
+                return words, ""
+            else:
+                word += ch
+                i += 1
+        if quote:
+            return words, f"Unmatched `{quote}`"
+        words.append(word)
+
+
+def _looks_like_directive(raw: str) -> bool:
+    """A comment sbatch skips that a reader may take for a directive: ``# SBATCH``,
+    ``  #SBATCH`` (indented), ``#sbatch``."""
+    return re.match(r"\s*#\s*sbatch(\s+-|\s*$)", raw, re.IGNORECASE) is not None
+
+
+def read_directives(text: str, placeholders: tuple[str, ...] = ()) -> Directives:
+    """The directives sbatch reads (``_opt_batch_script``): lines that start with ``#SBATCH``
+    (or the old ``#SLURM``) in the first column, up to the first line that is neither blank nor
+    a comment; ``hetjob`` starts the next component of a heterogeneous job."""
+    out = Directives([], [])
+    component, body = 0, 0
+    for n, raw in enumerate(text.split("\n"), start=1):
+        prefix = next((p for p in (DIRECTIVE, "#SLURM") if raw.startswith(p)), "")
+        if prefix and not body:
+            if prefix == "#SLURM":
+                out.old_prefix_line = out.old_prefix_line or n
+            rest = raw[len(prefix) :].lstrip()
+            first = rest.split(None, 1)[0].lower() if rest.split() else ""
+            if first in HET_SEPARATORS:
+                component += 1
+                rest = rest[len(first) :]
+            words, problem = split_directive(rest, placeholders)
+            out.read.append(SbatchDirective(n, tuple(words), component, problem))
+            continue
+        stripped = raw.strip()
+        if prefix or _looks_like_directive(raw):
+            why = (
+                f"after the first command (line {body})"
+                if body
+                else "not in the first column"
+                if stripped.upper().startswith("#SBATCH")
+                else f"not {DIRECTIVE} exactly"
+            )
+            out.ignored.append((n, why))
+        elif stripped and not stripped.startswith("#") and not body:
+            body = n
+    return out

@@ -1,0 +1,275 @@
+"""Judge ``srun`` job steps inside an allocation, as srun (Slurm 22.05) judges them.
+
+A step takes what it does not say from the allocation, through the environment sbatch sets:
+the node count always, the task count and tasks per node only where the job gave them. srun
+then warns where --ntasks and --ntasks-per-node disagree, refuses a step that asks for more
+nodes or CPUs than the job holds (CPUs are counted as the job holds them: whole nodes when it
+has them exclusively, else its tasks' CPUs rounded up to whole cores), and runs the parts of a
+``srun A : B`` line on nodes of their own, or each in its component (``--het-group``) of a
+heterogeneous job. Messages are srun's own.
+
+A value that holds shell variables set outside the script (``-c $(($NCORES/$NRS))``) is not
+evaluable here: it is reported as such and left out of the sums.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterkit.emulate import slurm_options
+from clusterkit.emulate.script import expand, not_evaluable
+from clusterkit.emulate.slurm import (
+    Shape,
+    SlurmValueError,
+    node_range,
+    option_message,
+    positive_int,
+)
+from clusterkit.errors import Finding
+
+JOB_ID = 1000  # the job of a dry run
+E_STEP = f"Unable to create step for job {JOB_ID}: More processors requested than permitted"
+
+
+@dataclass
+class Step:
+    line: int
+    nodes: int
+    ntasks: int
+    tasks_per_node: int
+    cpus_per_task: int
+    command: list[str]
+    het_group: int = 0
+    first_node: int = 0  # index in the allocation of the step's first node
+
+
+def step_request(
+    words: list[str], env: dict[str, str], expanded: bool = False
+) -> tuple[dict[str, list], list[str]]:
+    """srun's options and command, after the shell's expansion (what can be known of it in a
+    dry run; ``expanded``: the shell has done it, as for the srun shim of a run)."""
+    words = words if expanded else [expand(w, env) for w in words]
+    parsed = slurm_options.parse("srun", words)
+    return parsed, parsed.pop("command", [])
+
+
+def split_parts(words: list[str]) -> list[list[str]]:
+    """The parts of ``srun A : B``: each has options and a command of its own."""
+    parts: list[list[str]] = [[]]
+    for w in words:
+        if w == ":":
+            parts.append([])
+        else:
+            parts[-1].append(w)
+    return parts
+
+
+def het_groups(text: str) -> list[int]:
+    """``--het-group=0``, ``0-1``, ``0,2``."""
+    try:
+        out: list[int] = []
+        for item in text.split(","):
+            lo, _, hi = item.partition("-")
+            out += range(int(lo), int(hi or lo) + 1)
+    except ValueError:
+        raise SlurmValueError(f"Invalid --het-group value: {text}") from None
+    if not out or min(out) < 0:
+        raise SlurmValueError(f"Invalid --het-group value: {text}")
+    return out
+
+
+class _Judge:
+    """Findings of one srun line, all at its line."""
+
+    def __init__(self, path: Path | str, line: int):
+        self.path, self.line = path, line
+        self.findings: list[Finding] = []
+
+    def bad(self, rule: str, msg: str, level: str = "error") -> None:
+        self.findings.append(Finding(self.path, self.line, rule, msg, level))
+
+    def value(self, opts: dict[str, list], dest: str, what: str) -> int | None:
+        """A positive integer option; None when absent or not evaluable here."""
+        v = opts.get(dest)
+        return None if v is None else self.number(str(v[-1]), what, nodes=dest == "nodes")
+
+    def number(self, text: str, what: str, nodes: bool = False) -> int | None:
+        why = not_evaluable(text)
+        if why:
+            self.bad(
+                "value-not-evaluable",
+                f"srun {what}={text}: not evaluable here ({why}); not judged",
+                level="warning",
+            )
+            return None
+        if not nodes:
+            return positive_int(text, what)
+        lo = node_range(text)[0]
+        if lo == 0:
+            raise SlurmValueError(f"Invalid node count specification {text!r}")
+        return lo
+
+
+def check_steps(
+    path: Path | str,
+    line: int,
+    words: list[str],
+    shapes: Shape | list[Shape],
+    env: dict[str, str],
+    expanded: bool = False,
+) -> tuple[list[Finding], list[Step]]:
+    """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
+    components are ``shapes``; the steps it starts (one per part and het group).
+    ``expanded``: the words come from a shell that has expanded them already."""
+    shapes = shapes if isinstance(shapes, list) else [shapes]
+    judge = _Judge(path, line)
+    parts = split_parts(words)
+    steps: list[Step] = []
+    for index, part in enumerate(parts):
+        try:
+            opts, command = step_request(part, env, expanded)
+        except slurm_options.OptionError as exc:
+            judge.bad("srun-option", f"srun: {option_message(exc)}")
+            return judge.findings, []
+        groups = _groups(judge, opts, index, len(parts), len(shapes))
+        if groups is None:
+            return judge.findings, []
+        for group in groups:
+            step = _one_step(judge, opts, command, shapes[group], env)
+            if step is None:
+                return judge.findings, []
+            step.het_group = group
+            steps.append(step)
+    if len(shapes) == 1 and len(steps) > 1:
+        _place_parts(judge, steps, shapes[0])
+    return judge.findings, steps
+
+
+def check_step(
+    path: Path | str, line: int, words: list[str], shape: Shape | list[Shape], env: dict[str, str]
+) -> tuple[list[Finding], Step | None]:
+    """``check_steps`` for a caller that runs one step: the first."""
+    findings, steps = check_steps(path, line, words, shape, env)
+    return findings, (steps[0] if steps else None)
+
+
+def _groups(
+    judge: _Judge, opts: dict[str, list], index: int, parts: int, components: int
+) -> list[int] | None:
+    """The het groups a part runs in: its --het-group, else its place in a het job's line."""
+    given = opts.get("het_group")
+    if components == 1 and parts > 1:
+        return [0]  # the parts of a step in one allocation: each on nodes of its own
+    try:
+        groups = het_groups(str(given[-1])) if given else [index if parts > 1 else 0]
+    except SlurmValueError as exc:
+        judge.bad("het-group", f"srun: error: {exc}")
+        return None
+    if max(groups) > components - 1:
+        judge.bad(
+            "het-group",
+            f"srun: error: Requested het-group offset exceeds highest hetjob index "
+            f"({max(groups)} > {components - 1})",
+        )
+        return None
+    return groups
+
+
+def _one_step(
+    judge: _Judge, opts: dict[str, list], command: list[str], shape: Shape, env: dict[str, str]
+) -> Step | None:
+    try:
+        nodes = judge.value(opts, "nodes", "--nodes")
+        ntasks = judge.value(opts, "ntasks", "--ntasks")
+        tpn_given = judge.value(opts, "ntasks_per_node", "--ntasks-per-node")
+        cpt = judge.value(opts, "cpus_per_task", "--cpus-per-task")
+        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
+        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
+        if cpt is None and "cpus_per_task" not in opts:
+            cpt = judge.number(env.get("SRUN_CPUS_PER_TASK") or "1", "SRUN_CPUS_PER_TASK")
+    except SlurmValueError as exc:
+        judge.bad("option-value", f"srun: error: {exc}")
+        return None
+    nodes, ntasks, tpn = _shape_of_step(judge, shape, nodes, ntasks, tpn_given)
+    _check_fit(judge, shape, nodes, tpn, cpt or 1, str((opts.get("hint") or [""])[-1]))
+    _check_gpus(judge, shape, tpn, command)
+    if not command:
+        judge.bad("step-command", "srun: fatal: No command given to execute.")
+    return Step(judge.line, nodes, ntasks, tpn, cpt or 1, command)
+
+
+def _shape_of_step(
+    judge: _Judge, shape: Shape, nodes: int | None, ntasks: int | None, tpn: int | None
+) -> tuple[int, int, int]:
+    """(nodes, tasks, tasks per node) as srun resolves them (libsrun/opt.c, 22.05)."""
+    nodes_given = nodes is not None
+    nodes = nodes or shape.nodes
+    tpn = tpn or (shape.tasks_per_node if shape.tasks_per_node_given else None)
+    if ntasks is None and not nodes_given and shape.ntasks_given:
+        ntasks = shape.ntasks  # SLURM_NTASKS
+    if ntasks is None:
+        ntasks = nodes * (tpn or 1)
+    if ntasks < nodes:
+        judge.bad(
+            "step-nodes",
+            f"srun: Warning: can't run {ntasks} processes on {nodes} nodes, setting nnodes "
+            f"to {ntasks}",
+            level="warning",
+        )
+        nodes = ntasks
+    if tpn and tpn != ntasks // nodes and ntasks > tpn:
+        judge.bad(
+            "step-ntasks-per-node",
+            f"srun: Warning: can't honor --ntasks-per-node set to {tpn} which doesn't match "
+            f"the requested tasks {ntasks} with the number of requested nodes {nodes}. "
+            "Ignoring --ntasks-per-node.",
+            level="warning",
+        )
+    return nodes, ntasks, math.ceil(ntasks / nodes)
+
+
+def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint: str) -> None:
+    """Nodes and CPUs: at most what the allocation holds."""
+    if nodes > shape.nodes:
+        judge.bad(
+            "step-nodes", f"srun: error: Only allocated {shape.nodes} nodes asked for {nodes}"
+        )
+        return
+    node = shape.node
+    per_cpu = node.threads_per_core if "nomultithread" in hint else 1
+    need, have = tpn * cpt * per_cpu, shape.cpus_per_node
+    if need > have:
+        how = f" x {per_cpu} hardware threads (--hint=nomultithread)" if per_cpu > 1 else ""
+        judge.bad(
+            "step-cpus",
+            f"srun: error: {E_STEP} ({tpn} tasks x {cpt} CPUs per task{how} per node = "
+            f"{need}; the job holds {have} CPUs on each {shape.partition.name} node)",
+        )
+
+
+def _check_gpus(judge: _Judge, shape: Shape, tpn: int, command: list[str]) -> None:
+    launches_python = bool(command) and Path(command[0]).name.startswith("python")
+    if shape.gpus_per_node and shape.node.gpus and tpn > shape.gpus_per_node and launches_python:
+        judge.bad(
+            "ranks-per-gpu",
+            f"srun: {tpn} ranks per node but the job holds {shape.gpus_per_node} GPU(s) per "
+            "node: one rank per GPU is the rule for data-parallel training",
+            level="warning",
+        )
+
+
+def _place_parts(judge: _Judge, steps: list[Step], shape: Shape) -> None:
+    """The parts of one step line in a job of one component take nodes in turn."""
+    used = 0
+    for step in steps:
+        if used + step.nodes > shape.nodes:
+            judge.bad(
+                "step-nodes",
+                f"srun: error: Allocation failure of {step.nodes} nodes: job size of "
+                f"{shape.nodes}, already allocated {used} nodes to previous components.",
+            )
+            return
+        step.first_node = used
+        used += step.nodes
