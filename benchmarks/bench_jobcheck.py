@@ -74,8 +74,14 @@ def qos_for(site: Site, part: Partition, nodes: int) -> str | None:
     return None
 
 
-def slurm_case(site: Site, part_name: str, nodes: int, ranks_per_node: int, gpus: int) -> Case:
+def slurm_case(
+    site: Site, part_name: str, nodes: int, ranks_per_node: int, gpus: int, hint: bool
+) -> Case:
+    """A job of ``ranks_per_node`` ranks on each node, each with its share of the CPUs: whole
+    cores with ``--hint=nomultithread`` (ARCHER2's way), else hardware threads (Bede's)."""
     part = site.partitions[part_name]
+    node = part.node_type
+    cpus = node.usable_cores if hint else node.cpus
     lines = [
         "#!/bin/bash",
         f"#SBATCH --account={site.account['example']}",
@@ -89,7 +95,7 @@ def slurm_case(site: Site, part_name: str, nodes: int, ranks_per_node: int, gpus
     lines += [
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={ranks_per_node}",
-        f"#SBATCH --cpus-per-task={part.node_type.usable_cores // ranks_per_node}",
+        f"#SBATCH --cpus-per-task={cpus // ranks_per_node}",
         f"#SBATCH --time={min(limit, 3600) // 60}",
     ]
     if gpus:
@@ -97,7 +103,7 @@ def slurm_case(site: Site, part_name: str, nodes: int, ranks_per_node: int, gpus
     lines += [
         "set -euo pipefail",
         "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK",
-        f"srun --hint=nomultithread --distribution=block:block {TRAINER}",
+        f"srun {'--hint=nomultithread ' if hint else ''}--distribution=block:block {TRAINER}",
         "",
     ]
     return Case(site.name, part.name, nodes, nodes * ranks_per_node, "\n".join(lines))
@@ -131,11 +137,13 @@ def cases(sites: list[str], nodes: list[int] | None) -> list[Case]:
             part = site.partitions["gpu"]
             gpus = part.node_type.gpus
             for n in nodes or [*doubling(part.size, factor=2), 500]:
-                out.append(slurm_case(site, part.name, n, gpus, gpus))
+                out.append(slurm_case(site, part.name, n, gpus, gpus, hint=False))
         elif name == "archer2":
             part = site.partitions["standard"]
             for n in nodes or [*doubling(1024), 2048, part.size]:
-                out.append(slurm_case(site, part.name, n, part.node_type.usable_cores, 0))
+                out.append(
+                    slurm_case(site, part.name, n, part.node_type.usable_cores, 0, hint=True)
+                )
         elif name == "summit":
             part = site.default_partition
             for n in nodes or doubling(part.max_nodes):

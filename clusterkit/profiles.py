@@ -340,9 +340,19 @@ class Site:
     def stacks(self) -> dict[str, Stack]:
         return {n: Stack(self.name, n, raw) for n, raw in self.data.get("stacks", {}).items()}
 
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """What the site's docs write where a value of the user's goes (``[budget code]``)."""
+        return tuple(self.data.get("placeholders", ()))
+
+    @property
+    def modules_complete(self) -> bool:
+        """Whether the modules list claims to hold every module of the site."""
+        return self.data["module_inventory"]["coverage"] == "complete"
+
     def account_ok(self, account: str) -> bool:
         acct = self.account
-        if account == acct["example"] or account in acct.get("placeholders", ()):
+        if account == acct["example"] or account in self.placeholders:
             return True
         return re.fullmatch(acct["pattern"], account) is not None
 

@@ -383,7 +383,7 @@ ResumeTimeout=600
 def job_submit_lua(site: Site) -> str:
     """The site's account and QoS policy as a Slurm ``job_submit.lua``."""
     acct = site.account
-    names = [acct["example"], *acct.get("placeholders", [])]
+    names = [acct["example"], *site.placeholders]
     patterns = lua_patterns(acct["pattern"])
     qos_rows = []
     for qname, q in site.qos.items():

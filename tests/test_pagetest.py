@@ -84,7 +84,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
         ```
 
         ```bash
-        module load definitely-not-a-module/1.0
+        module load cuda/0.0-nosuch
         ```
 
         % test: skip needs a Bede login node and the network

@@ -102,7 +102,7 @@ def check_slurm_script(
         return unreadable(path, site, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + slurm.script_refusals(script)
-    reqs = slurm.job_requests(script, argv)
+    reqs = slurm.job_requests(script, argv, placeholders=site.placeholders)
     shapes = []
     for k, req in enumerate(reqs):
         findings, shape = slurm.check_job(req, site)

@@ -119,6 +119,8 @@ class BsubRequest:
     path: Path
     values: dict[str, tuple[str | bool, int]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # options given as one of the site docs' placeholders (-W <time>): not judged
+    placeholders: dict[str, int] = field(default_factory=dict)
 
     def get(self, name: str) -> str | None:
         v = self.values.get(name)
@@ -131,7 +133,9 @@ class BsubRequest:
         return self.values[name][1] if name in self.values else 0
 
 
-def bsub_request(path: Path, text: str, argv: list[str] | None) -> BsubRequest:
+def bsub_request(
+    path: Path, text: str, argv: list[str] | None, placeholders: tuple[str, ...] = ()
+) -> BsubRequest:
     """Options from the script's ``#BSUB`` lines, then ``argv`` (the command line wins)."""
     req = BsubRequest(path)
     directives, first_command, ignored = read_bsub_directives(text)
@@ -163,13 +167,15 @@ def bsub_request(path: Path, text: str, argv: list[str] | None) -> BsubRequest:
                     level="warning",
                 )
             )
-        _merge(req, list(d.words), d.line)
+        _merge(req, list(d.words), d.line, placeholders)
     if argv:
-        _merge(req, list(argv), 0)
+        _merge(req, list(argv), 0, placeholders)
     return req
 
 
-def _merge(req: BsubRequest, words: list[str], line: int) -> None:
+def _merge(
+    req: BsubRequest, words: list[str], line: int, placeholders: tuple[str, ...] = ()
+) -> None:
     try:
         args = parse_bsub(words)
     except LsfOptionError as exc:
@@ -196,7 +202,13 @@ def _merge(req: BsubRequest, words: list[str], line: int) -> None:
             )
         )
     for name, value in args.options:
-        req.values[name] = (value, line)
+        # the project placeholder stays (the site's rule accepts it); another is not judged
+        if value in placeholders and name != "P":
+            req.placeholders[name] = line
+            req.values.pop(name, None)
+        else:
+            req.values[name] = (value, line)
+            req.placeholders.pop(name, None)
 
 
 # --------------------------------------------------------------------------- judging a request
@@ -264,7 +276,9 @@ def check_request(req: BsubRequest, site: Site) -> tuple[list[Finding], LsfShape
         )
     # run limit
     wall = None
-    if req.get("W") is None:
+    if "W" in req.placeholders:
+        pass  # a run limit the reader fills in
+    elif req.get("W") is None:
         if queue.raw.get("default_walltime"):
             from clusterkit.profiles import duration_seconds
 
@@ -356,7 +370,9 @@ def check_request(req: BsubRequest, site: Site) -> tuple[list[Finding], LsfShape
                 level="warning",
             )
         text = req.get("nnodes")
-        if text is None:
+        if "nnodes" in req.placeholders:
+            nodes = 1  # a node count the reader fills in: judged as one node
+        elif text is None:
             bad(
                 None,
                 "nnodes-required",
@@ -932,7 +948,7 @@ def check_lsf_script(
         return jobcheck.unreadable(path, site, exc, "bsub")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + _dos_line_breaks(script)
-    req = bsub_request(path, script.text, argv)
+    req = bsub_request(path, script.text, argv, site.placeholders)
     findings, shape = check_request(req, site)
     report.findings.extend(findings)
     if shape is None:

@@ -68,10 +68,34 @@ def check_module_command(
     return [f for name in names for f in check_module(path, line, name, site)]
 
 
+def refresh_hint(site: Site) -> str:
+    """How the module inventory of ``site`` is brought up to date (or why it cannot be)."""
+    if site.status == "retired":
+        return f"{site.title} is retired: its inventory can no longer be refreshed"
+    return (
+        f"if {site.title} has it, refresh the profile: python -m clusterkit.lint.refresh "
+        f"--site {site.name} --module-avail FILE (FILE: what `module -t avail` prints there)"
+    )
+
+
 def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Finding]:
-    if spec.startswith("-") or "$" in spec:
+    if spec.startswith("-") or "$" in spec or spec in site.placeholders:
         return []
     mod, others = site.find_module(spec)
+    if mod is None and not others and not site.modules_complete:
+        names = sorted({m.name for m in site.modules})
+        near = difflib.get_close_matches(spec.split("/")[0], names, n=3)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        return [
+            Finding(
+                path,
+                line,
+                "module-unlisted",
+                f"module {spec} is not in {site.title}'s profile{hint}, whose module inventory "
+                f"is partial: not judged; {refresh_hint(site)}",
+                level="warning",
+            )
+        ]
     if mod is None:
         known = [m.full_name for m in site.modules]
         near = difflib.get_close_matches(spec, known, n=3, cutoff=0.5)

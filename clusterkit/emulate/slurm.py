@@ -185,25 +185,36 @@ class JobRequest:
     path: Path
     options: dict[str, Value] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # options given as one of the site docs' placeholders (--time=<upper_bound>): not judged
+    placeholders: dict[str, Value] = field(default_factory=dict)
 
     def get(self, dest: str) -> str | None:
         v = self.options.get(dest)
         return v.text if v else None
 
     def line(self, dest: str) -> int:
-        v = self.options.get(dest)
+        v = self.options.get(dest) or self.placeholders.get(dest)
         return v.line if v else 0
 
     def has(self, dest: str) -> bool:
         return dest in self.options
 
 
-def _merge(req: JobRequest, parsed: dict[str, list], line: int) -> None:
+def _merge(
+    req: JobRequest, parsed: dict[str, list], line: int, placeholders: tuple[str, ...] = ()
+) -> None:
     for dest, values in parsed.items():
         if dest in {"script", "script_args", "command"}:
             continue
-        last = values[-1]
-        req.options[dest] = Value("" if last is True else str(last), line)
+        value = Value("" if values[-1] is True else str(values[-1]), line)
+        # an account placeholder stays: the site's account rule accepts it, and SLURM_JOB_ACCOUNT
+        # shows it; another stands for a value the reader fills in, and is not judged
+        if value.text in placeholders and dest != "account":
+            req.placeholders[dest] = value
+            req.options.pop(dest, None)
+        else:
+            req.options[dest] = value
+            req.placeholders.pop(dest, None)
 
 
 # Options a component of a heterogeneous job takes from the one before it unless it sets its
@@ -234,11 +245,11 @@ def job_requests(
             before = reqs[-1].options
             req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
         for d in (d for d in found.read if d.component == k):
-            _merge_directive(req, d, tool)
+            _merge_directive(req, d, tool, placeholders)
         reqs.append(req)
     if argv:
         try:
-            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0)
+            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0, placeholders)
         except slurm_options.OptionError as exc:
             reqs[0].findings.append(
                 Finding("<command line>", 0, "sbatch-option", f"{tool}: {option_message(exc)}")
@@ -254,17 +265,26 @@ def job_request(
     return job_requests(script, argv, tool)[0]
 
 
-def _merge_directive(req: JobRequest, d: slurm_options.SbatchDirective, tool: str) -> None:
+def _merge_directive(
+    req: JobRequest, d: slurm_options.SbatchDirective, tool: str, placeholders: tuple[str, ...]
+) -> None:
     if d.problem:
         message = f"{tool}: fatal: line {d.line}: {d.problem}"
         req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
         return
     try:
-        _merge(req, slurm_options.parse(tool, list(d.words)), d.line)
+        parsed = slurm_options.parse(tool, list(d.words))
     except slurm_options.OptionError as exc:
         req.findings.append(
             Finding(req.path, d.line, "sbatch-option", f"{tool}: {option_message(exc)}")
         )
+        return
+    stray = parsed.get("script") or parsed.get("command")  # a word that is not an option
+    if stray:
+        word = stray if isinstance(stray, str) else stray[0]
+        message = f"{tool}: error: Invalid directive found in batch script: {word}"
+        req.findings.append(Finding(req.path, d.line, "sbatch-option", message))
+    _merge(req, parsed, d.line, placeholders)
 
 
 def _directive_notes(path: Path, found: slurm_options.Directives, tool: str) -> list[Finding]:
@@ -400,6 +420,15 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
     parts = site.partitions
     if part_name is None:
         part = site.default_partition
+        if part is None and "partition" in req.placeholders:
+            bad(
+                "partition",
+                "partition-placeholder",
+                f"the partition is the docs' placeholder {req.placeholders['partition'].text!r} "
+                f"and {site.title} has no default: the request is not judged further",
+                level="warning",
+            )
+            return findings, None
         if part is None:
             bad(
                 None,
@@ -701,7 +730,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
                     f"sbatch: error: {E_QOS_LIMIT}: {gpn * nodes} "
                     f"GPUs exceed QoS {qos_name}'s {q['max_gpus']}",
                 )
-    elif part.qos_required:
+    elif part.qos_required and "qos" not in req.placeholders:
         bad(
             None,
             "qos-required",

@@ -194,7 +194,7 @@ ACCOUNT_PROBES = {
 def test_account_policy_matches_profile(site, slurm_env):
     profile = load_site(site)
     base, samples = ACCOUNT_PROBES[site]
-    samples = [profile.account["example"], *profile.account.get("placeholders", []), *samples]
+    samples = [profile.account["example"], *profile.placeholders, *samples]
     wrong = []
     for account in samples:
         r = subprocess.run(
