@@ -31,7 +31,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 def cmd_check_job(args: argparse.Namespace) -> int:
     from clusterkit.emulate.checkjob import check_job_file
-    from clusterkit.emulate.jobcheck import with_ranks
+    from clusterkit.emulate.report import with_ranks
     from clusterkit.profiles import load_site
 
     report = check_job_file(Path(args.script), load_site(args.site))

@@ -35,7 +35,8 @@ from sybil.parsers.myst import CodeBlockParser
 from sybil.parsers.myst.lexers import DirectiveLexer
 
 from clusterkit.emulate import modules as module_checks
-from clusterkit.emulate.jobcheck import check_command_line, check_slurm_script
+from clusterkit.emulate.body import check_command_line
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import body_commands
 from clusterkit.errors import Finding
 from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site

@@ -190,6 +190,7 @@ def example_runs(site: str, script_name: str) -> tuple[ExampleRun, ...]:
     """Every run of ``script_name`` in the Slurm job scripts of ``examples/<site>/``."""
     from clusterkit.emulate import slurm, srun
     from clusterkit.emulate.script import read_script
+    from clusterkit.emulate.slurm_request import job_request
     from clusterkit.profiles import load_site
 
     folder = EXAMPLES / site
@@ -218,7 +219,7 @@ def example_runs(site: str, script_name: str) -> tuple[ExampleRun, ...]:
             at = next((i for i, w in enumerate(words) if Path(w).name == script_name), None)
             if at is None:
                 continue
-            req = slurm.job_request(script)
+            req = job_request(script)
             _, shape = slurm.check_job(req, prof)
             if shape is None:
                 continue

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterkit.emulate import containers
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate import container_options, containers
 from clusterkit.emulate.lsf import check_lsf_script
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.profiles import load_site
 
 SUMMIT = load_site("summit")
@@ -37,14 +37,14 @@ def test_exec_forms_give_the_same_command(tool, binds, form, bools, image):
     words += [f"--{b}" for b in sorted(bools)]
     command, findings = containers.check("p", 1, tool, [*words, image, "python", "-u", "t.py"])
     assert findings == [] and command == ["python", "-u", "t.py"]
-    parsed = containers.parse(tool, [*words, image, "python"])
+    parsed = container_options.parse(tool, [*words, image, "python"])
     assert parsed.flags.get("bind", []) == binds and set(parsed.flags) - {"bind"} == bools
 
 
 def test_global_options_and_short_clusters():
     cmd, findings = containers.check("p", 1, "apptainer", ["-q", "exec", "-ec", "i.sif", "ls"])
     assert cmd == ["ls"] and findings == []
-    parsed = containers.parse("apptainer", ["exec", "-ec", "i.sif", "ls"])
+    parsed = container_options.parse("apptainer", ["exec", "-ec", "i.sif", "ls"])
     assert set(parsed.flags) == {"cleanenv", "contain"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from clusterkit.emulate import containers
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.profiles import load_site
 
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterkit.emulate import ddl, jobcheck, shimdir
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate import ddl, launcher_options, registry, shimdir
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.lsf import check_lsf_script
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +40,13 @@ def _bede_job(body: str, gpus: int = GPU_NODE.gpus, nodes: int = 1) -> str:
 
 # --------------------------------------------------------------------------- ddlrun
 def test_ddlrun_takes_the_first_unknown_word_as_the_program():
-    parsed, problems = ddl.parse_ddlrun("ddlrun", SEED_144)
+    parsed, problems = launcher_options.parse_ddlrun("ddlrun", SEED_144)
     assert problems == []
     assert parsed.values == {"nodes": "18", "racks": "4", "aisles": "2"}
     assert parsed.command[:2] == ["python", "$CONDA_PREFIX/tf_cnn_benchmarks/tf_cnn_benchmarks.py"]
-    single, _ = ddl.parse_ddlrun("ddlrun", ["-H", "h1,h2", "-mode", "p", "--tcp", "a.out"])
+    single, _ = launcher_options.parse_ddlrun(
+        "ddlrun", ["-H", "h1,h2", "-mode", "p", "--tcp", "a.out"]
+    )
     assert single.values == {"hosts": "h1,h2", "mode": "p", "tcp": "1"}
     assert single.command == ["a.out"]
 
@@ -53,13 +55,13 @@ def test_ddlrun_takes_the_first_unknown_word_as_the_program():
 @given(st.sampled_from(["-", "--"]), st.sampled_from(["H", "host"]), st.booleans())
 def test_ddlrun_options_take_one_or_two_dashes(dash, name, equals):
     words = [f"{dash}{name}=h1,h2"] if equals else [f"{dash}{name}", "h1,h2"]
-    parsed, problems = ddl.parse_ddlrun("ddlrun", [*words, "-v", "prog", "-x"])
+    parsed, problems = launcher_options.parse_ddlrun("ddlrun", [*words, "-v", "prog", "-x"])
     assert problems == [] and parsed.values["hosts"] == "h1,h2"
     assert parsed.command == ["prog", "-x"]
 
 
 def test_unknown_ddlrun_option_would_become_the_program():
-    _, problems = ddl.parse_ddlrun("ddlrun", ["--gpus", "4", "python", "x.py"])
+    _, problems = launcher_options.parse_ddlrun("ddlrun", ["--gpus", "4", "python", "x.py"])
     assert problems and "would run it as the program" in problems[0]
 
 
@@ -73,9 +75,11 @@ def test_ddlrun_topology_must_describe_the_job():
     assert [f.rule for f in findings] == ["ddl-topology"] and "144 nodes" in findings[0].message
 
 
-def test_wrappers_are_registered():
-    assert jobcheck.WRAPPERS["bede-mpirun"] is ddl.bede_mpirun_wrapper
-    assert {"ddlrun", "bede-ddlrun", "singularity", "apptainer"} <= set(jobcheck.WRAPPERS)
+def test_launchers_are_registered_by_name():
+    judges = registry.commands()
+    assert judges["bede-mpirun"].judge is ddl.judge_bede_mpirun
+    assert {"ddlrun", "bede-ddlrun", "singularity", "apptainer", "srun", "jsrun"} <= set(judges)
+    assert (judges["srun"].scheduler, judges["jsrun"].scheduler) == ("slurm", "lsf")
 
 
 def test_bede_ddlrun_is_historical_and_names_its_replacement():
@@ -98,15 +102,15 @@ def test_ddlrun_elsewhere_is_not_a_launcher():
 # --------------------------------------------------------------------------- bede-mpirun
 @settings(max_examples=60, deadline=None)
 @given(
-    st.sampled_from(ddl.RANK_DISTRIB),
-    st.one_of(st.none(), st.sampled_from(ddl.THREAD_DISTRIB)),
+    st.sampled_from(launcher_options.RANK_DISTRIB),
+    st.one_of(st.none(), st.sampled_from(launcher_options.THREAD_DISTRIB)),
     st.booleans(),
     st.sampled_from([[], ["-np", "4"], ["--np=4"], ["-x", "A=1"], ["--mca", "btl", "self"]]),
 )
 def test_bede_par_grammar(ranks, threads, equals, extra):
     par = ranks if threads is None else f"{ranks}:{threads}"
     words = [f"--bede-par={par}"] if equals else ["--bede-par", par]
-    parsed, problems = ddl.parse_bede_mpirun([*words, *extra, "./a.out", "-n", "3"])
+    parsed, problems = launcher_options.parse_bede_mpirun([*words, *extra, "./a.out", "-n", "3"])
     assert problems == []
     assert (parsed.ranks, parsed.threads) == (ranks, threads or "1tpt")
     assert parsed.command == ["./a.out", "-n", "3"]
@@ -115,28 +119,28 @@ def test_bede_par_grammar(ranks, threads, equals, extra):
 
 @pytest.mark.parametrize("par", ["1ppx", "2ppg", "1ppg:2tpc", "ppn", ""])
 def test_bad_bede_par_is_refused(par):
-    parsed, problems = ddl.parse_bede_mpirun(["--bede-par", par, "./a.out"])
+    parsed, problems = launcher_options.parse_bede_mpirun(["--bede-par", par, "./a.out"])
     assert parsed is None and [r for r, _lvl, _m in problems] == ["bede-par"] * len(problems)
 
 
 def test_bede_mpirun_defaults_and_unknown_mpirun_flags():
-    parsed, problems = ddl.parse_bede_mpirun(["--weird", "./a.out"])
+    parsed, problems = launcher_options.parse_bede_mpirun(["--weird", "./a.out"])
     assert (parsed.ranks, parsed.threads) == ("1ppc", "1tpt")
     assert [(r, lvl) for r, lvl, _m in problems] == [("mpirun-option", "warning")]
 
 
-@pytest.mark.parametrize("ranks", ddl.RANK_DISTRIB)
+@pytest.mark.parametrize("ranks", launcher_options.RANK_DISTRIB)
 def test_ranks_per_node_follow_the_node_type(ranks):
     for node in (GPU_NODE, GH.node_type):
-        n = ddl.ranks_per_node(ranks, node, node.gpus, node.usable_cores)
+        n = launcher_options.ranks_per_node(ranks, node, node.gpus, node.usable_cores)
         expected = {"1ppn": 1, "1ppg": node.gpus, "1ppc": node.usable_cores,
                     "1ppt": node.usable_cores * node.threads_per_core}[ranks]  # fmt: skip
         assert n == expected
     # Bede: on aarch64 (no SMT) 1ppt is the same as 1ppc
     gh = GH.node_type
-    assert ddl.ranks_per_node("1ppt", gh, gh.gpus, gh.usable_cores) == gh.usable_cores
-    per = ddl.ranks_per_node(ranks, GPU_NODE, GPU_NODE.gpus, GPU_NODE.usable_cores)
-    threads = ddl.threads_per_rank("1tpt", GPU_NODE, GPU_NODE.usable_cores, per)
+    assert launcher_options.ranks_per_node("1ppt", gh, gh.gpus, gh.usable_cores) == gh.usable_cores
+    per = launcher_options.ranks_per_node(ranks, GPU_NODE, GPU_NODE.gpus, GPU_NODE.usable_cores)
+    threads = launcher_options.threads_per_rank("1tpt", GPU_NODE, GPU_NODE.usable_cores, per)
     assert threads * per <= GPU_NODE.usable_cores * GPU_NODE.threads_per_core
 
 

@@ -25,8 +25,11 @@ import shlex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterkit.emulate import jobcheck, lsf, lsf_options, slurm_options, torchrun
+from clusterkit.emulate import lsf_options, slurm_options, torchrun
+from clusterkit.emulate.body import check_command_line
 from clusterkit.emulate.checkjob import check_job_file
+from clusterkit.emulate.jsrun import check_jsrun_line
+from clusterkit.emulate.report import with_ranks
 from clusterkit.errors import Finding
 from clusterkit.profiles import load_site
 
@@ -230,14 +233,14 @@ def test_generated_scripts_give_only_findings(data, tmp_path_factory):
         report = check_job_file(path, site)
         _assert_findings(report.findings, data.count(b"\n"))
         assert not report.unusable
-        json.dumps(jobcheck.with_ranks(report, 3))  # the plan a reader asks for can be written
+        json.dumps(with_ranks(report, 3))  # the plan a reader asks for can be written
 
 
 @FUZZ
 @given(words=st.one_of(command().map(lambda c: c.split()), _words(srun_option, 6)))
 def test_page_command_lines_give_only_findings(words):
     for site in SITES:
-        report = jobcheck.check_command_line("page.md", 3, words or ["true"], site)
+        report = check_command_line("page.md", 3, words or ["true"], site)
         _assert_findings(report.findings, 3)
     summit = SITES[-1]
-    _assert_findings(lsf.check_jsrun_line("page.md", 3, ["jsrun", *words], summit), 3)
+    _assert_findings(check_jsrun_line("page.md", 3, ["jsrun", *words], summit), 3)

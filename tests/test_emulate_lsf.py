@@ -18,16 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterkit.emulate import lsf
-from clusterkit.emulate.jobcheck import PLAN_RANKS_SHOWN, with_ranks
-from clusterkit.emulate.lsf import LsfShape, check_jsrun, check_lsf_script, parse_rstring
+from clusterkit.emulate.bsub import LsfShape
+from clusterkit.emulate.jsrun import check_jsrun, check_jsrun_line
+from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.lsf_options import (
     BSUB_FLAGS,
     LsfOptionError,
     RTerm,
     parse_bsub,
     parse_jsrun,
+    parse_rstring,
     render_rstring,
 )
+from clusterkit.emulate.report import PLAN_RANKS_SHOWN, with_ranks
 from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -472,9 +475,9 @@ def test_jsrun_outside_a_job_and_with_errors(emulated_env):
 
 
 def test_page_snippet_jsrun_lines():
-    ok = lsf.check_jsrun_line("p.md", 4, ["jsrun", "-n12", "-r6", "-a1", "-c7", "-g1", "x"], SUMMIT)
+    ok = check_jsrun_line("p.md", 4, ["jsrun", "-n12", "-r6", "-a1", "-c7", "-g1", "x"], SUMMIT)
     assert ok == []
-    bad = lsf.check_jsrun_line("p.md", 4, ["jsrun", "-r1", f"-g{GPUS + 1}", "x"], SUMMIT)
+    bad = check_jsrun_line("p.md", 4, ["jsrun", "-r1", f"-g{GPUS + 1}", "x"], SUMMIT)
     assert _rules(bad) == ["rs-gpus"] and bad[0].line == 4
 
 

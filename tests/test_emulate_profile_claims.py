@@ -10,9 +10,9 @@ import json
 import pytest
 import yaml
 
-from clusterkit.emulate.jobcheck import check_slurm_script
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.modules import check_module
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.errors import ProfileError
 from clusterkit.profiles import SITES_DIR, Site, all_sites, load_profile, load_site
 

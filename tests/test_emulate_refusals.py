@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.emulate import jobcheck
 from clusterkit.emulate.checkjob import check_job_file
-from clusterkit.emulate.jobcheck import check_slurm_script
 from clusterkit.emulate.lsf import check_lsf_script
+from clusterkit.emulate.report import with_ranks
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.profiles import load_site
 
 BEDE, ARCHER2, SUMMIT = (load_site(s) for s in ("bede", "archer2", "summit"))
@@ -293,5 +293,5 @@ def test_shell_arithmetic_over_outside_variables_is_not_evaluable_here():
 
 def test_plans_of_heterogeneous_jobs_expand_ranks_per_component():
     report = check_slurm_script("het.slurm", ARCHER2, text=ARCHER2_HETJOB)
-    steps = jobcheck.with_ranks(report, 2)["steps"]
+    steps = with_ranks(report, 2)["steps"]
     assert steps[1]["ranks"][0]["node"] == steps[1]["nodelist"].replace("[", "").split("-")[0]

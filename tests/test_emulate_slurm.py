@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterkit.emulate import slurm, slurm_options
-from clusterkit.emulate.jobcheck import check_slurm_script, with_ranks
+from clusterkit.emulate import slurm, slurm_options, slurm_request
+from clusterkit.emulate.report import with_ranks
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,19 +74,19 @@ def test_time_formats(days, hours, minutes, seconds):
         return n or None  # "A time limit of zero requests that no time limit be imposed"
 
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    assert slurm.slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == secs(total)
-    assert slurm.slurm_time(f"{days}-{hours}:{minutes:02d}") == secs(total - seconds)
-    assert slurm.slurm_time(f"{days}-{hours}") == secs((days * 24 + hours) * 3600)
+    assert slurm_options.slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == secs(total)
+    assert slurm_options.slurm_time(f"{days}-{hours}:{minutes:02d}") == secs(total - seconds)
+    assert slurm_options.slurm_time(f"{days}-{hours}") == secs((days * 24 + hours) * 3600)
     hms = total - days * 86400
-    assert slurm.slurm_time(f"{hours}:{minutes:02d}:{seconds:02d}") == secs(hms)
-    assert slurm.slurm_time(str(minutes)) == secs(minutes * 60)  # a bare number is minutes
-    assert slurm.slurm_time(f"{minutes}:{seconds:02d}") == secs(minutes * 60 + seconds)
+    assert slurm_options.slurm_time(f"{hours}:{minutes:02d}:{seconds:02d}") == secs(hms)
+    assert slurm_options.slurm_time(str(minutes)) == secs(minutes * 60)  # a bare number is minutes
+    assert slurm_options.slurm_time(f"{minutes}:{seconds:02d}") == secs(minutes * 60 + seconds)
 
 
 @pytest.mark.parametrize("bad", ["1:2:3:4", "abc", "1-2-3", "-5", "1h"])
 def test_bad_times_are_refused(bad):
-    with pytest.raises(slurm.SlurmValueError):
-        slurm.slurm_time(bad)
+    with pytest.raises(slurm_options.SlurmValueError):
+        slurm_options.slurm_time(bad)
 
 
 @pytest.mark.parametrize(
@@ -97,20 +98,20 @@ def test_bad_times_are_refused(bad):
     ],
 )
 def test_gres(text, expected):
-    assert slurm.gres_gpus(text) == expected
+    assert slurm_options.gres_gpus(text) == expected
 
 
 @pytest.mark.parametrize("text", ["nvme:1", "nvme:1,gpu:3", "gpu:v100:x", "gpu:1:2:3"])
 def test_gres_slurm_refuses(text):
     # the profiles (and the gres.conf made from them) describe GPUs only
-    with pytest.raises(slurm.SlurmValueError, match="generic resource"):
-        slurm.gres_gpus(text)
+    with pytest.raises(slurm_options.SlurmValueError, match="generic resource"):
+        slurm_options.gres_gpus(text)
 
 
 @given(st.integers(1, 2**20), st.sampled_from(["", "K", "M", "G", "T"]))
 def test_memory_units(n, unit):
     scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
-    assert slurm.slurm_mem_mb(f"{n}{unit}") == pytest.approx(n * scale, abs=1)
+    assert slurm_options.slurm_mem_mb(f"{n}{unit}") == pytest.approx(n * scale, abs=1)
 
 
 # --------------------------------------------------------------------------- verdicts on Bede
@@ -322,9 +323,9 @@ TEST_MAX = BEDE.partitions["test"].max_nodes
     ],
 )
 def test_shape_without_nodes_spreads_like_slurm(directives, nodes, tasks_per_node, gpus_per_node):
-    req = slurm.JobRequest(Path("job.sbatch"))
+    req = slurm_request.JobRequest(Path("job.sbatch"))
     parsed = slurm_options.parse("sbatch", ["--account=bdXXXYY", "--time=1:00:00", *directives])
-    slurm._merge(req, parsed, 1)
+    slurm_request._merge(req, parsed, 1)
     findings, shape = slurm.check_job(req, BEDE)
     assert [f for f in findings if f.level == "error"] == []
     assert (shape.nodes, shape.tasks_per_node, shape.gpus_per_node) == (

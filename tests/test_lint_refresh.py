@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.lint import inventories as I
 from clusterkit.lint import pages as P
 from clusterkit.lint import refresh as R

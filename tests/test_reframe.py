@@ -27,7 +27,7 @@ from clusterkit import reframe_config as rc
 from clusterkit import reframe_results as rr
 from clusterkit import results
 from clusterkit.emulate import lsf
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.errors import CheckError
 from clusterkit.lmod import write_modulefiles
 from clusterkit.profiles import ROOT, SITES_DIR, Site, load_profile

@@ -1,6 +1,7 @@
 """Option grammars of IBM Spectrum LSF ``bsub`` and IBM Job Step Manager ``jsrun``.
 
-Pure parsing, no site knowledge: :mod:`clusterkit.emulate.lsf` judges the values.
+Pure parsing, no site knowledge: :mod:`clusterkit.emulate.bsub` and
+:mod:`clusterkit.emulate.jsrun` judge the values.
 
 bsub parses its options as LSF's own ``my_getopt`` does (openlava, LSF's open-source ancestor,
 ``lsf/lib/misc.c``): an option is a whole word (``-nnodes``, ``-alloc_flags``), a value either
@@ -19,6 +20,7 @@ options as ``--opt value`` or ``--opt=value``; the first non-option word is the 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 
 
@@ -306,10 +308,6 @@ class JsrunArgs:
 def parse_jsrun(words: list[str], prog: str = "jsrun") -> JsrunArgs:
     """Parse jsrun words (GNU getopt_long rules, stopping at the program)."""
     out = JsrunArgs()
-
-    def put(name: str, value: str) -> None:
-        out.values.setdefault(name, []).append(value)
-
     i = 0
     while i < len(words):
         word = words[i]
@@ -317,51 +315,104 @@ def parse_jsrun(words: list[str], prog: str = "jsrun") -> JsrunArgs:
             i += 1
             break
         if word.startswith("--"):
-            name, eq, value = word[2:].partition("=")
-            if name not in _JS_LONG:
-                hits = [n for n in _JS_LONG if n.startswith(name)] if name else []
-                if len(hits) > 1:
-                    raise LsfOptionError(
-                        f"{prog}: option '--{name}' is ambiguous; possibilities: "
-                        + " ".join(f"'--{h}'" for h in hits)
-                    )
-                if not hits:
-                    raise LsfOptionError(f"{prog}: unrecognized option '--{name}'")
-                name = hits[0]
-            if _JS_LONG[name]:
-                if not eq:
-                    if i + 1 >= len(words):
-                        raise LsfOptionError(f"{prog}: option '--{name}' requires an argument")
-                    value = words[i + 1]
-                    i += 1
-                put(name, value)
-            else:
-                if eq:
-                    raise LsfOptionError(f"{prog}: option '--{name}' doesn't allow an argument")
-                put(name, "")
-            i += 1
-            continue
-        if word.startswith("-") and len(word) > 1:
-            j = 1
-            while j < len(word):
-                ch = word[j]
-                if ch not in _JS_SHORT:
-                    raise LsfOptionError(f"{prog}: invalid option -- '{ch}'")
-                name, takes = _JS_SHORT[ch]
-                if not takes:
-                    put(name, "")
-                    j += 1
-                    continue
-                value = word[j + 1 :]
-                if not value:
-                    if i + 1 >= len(words):
-                        raise LsfOptionError(f"{prog}: option requires an argument -- '{ch}'")
-                    value = words[i + 1]
-                    i += 1
-                put(name, value)
-                break
-            i += 1
-            continue
-        break
+            i += _jsrun_long(out, words, i, prog)
+        elif word.startswith("-") and len(word) > 1:
+            i += _jsrun_shorts(out, words, i, prog)
+        else:
+            break
     out.command = list(words[i:])
     return out
+
+
+def _jsrun_long(out: JsrunArgs, words: list[str], i: int, prog: str) -> int:
+    """``--name[=value]`` (a unique prefix will do) at ``i``; the words it took."""
+    name, eq, value = words[i][2:].partition("=")
+    if name not in _JS_LONG:
+        hits = [n for n in _JS_LONG if n.startswith(name)] if name else []
+        if len(hits) > 1:
+            raise LsfOptionError(
+                f"{prog}: option '--{name}' is ambiguous; possibilities: "
+                + " ".join(f"'--{h}'" for h in hits)
+            )
+        if not hits:
+            raise LsfOptionError(f"{prog}: unrecognized option '--{name}'")
+        name = hits[0]
+    took = 1
+    if not _JS_LONG[name]:
+        if eq:
+            raise LsfOptionError(f"{prog}: option '--{name}' doesn't allow an argument")
+        value = ""
+    elif not eq:
+        if i + 1 >= len(words):
+            raise LsfOptionError(f"{prog}: option '--{name}' requires an argument")
+        value, took = words[i + 1], 2
+    out.values.setdefault(name, []).append(value)
+    return took
+
+
+def _jsrun_shorts(out: JsrunArgs, words: list[str], i: int, prog: str) -> int:
+    """``-abc`` or ``-r1``/``-r 1`` at ``i``; the words it took."""
+    word = words[i]
+    for j, ch in enumerate(word[1:], start=1):
+        if ch not in _JS_SHORT:
+            raise LsfOptionError(f"{prog}: invalid option -- '{ch}'")
+        name, takes = _JS_SHORT[ch]
+        if not takes:
+            out.values.setdefault(name, []).append("")
+            continue
+        value, took = word[j + 1 :], 1
+        if not value:
+            if i + 1 >= len(words):
+                raise LsfOptionError(f"{prog}: option requires an argument -- '{ch}'")
+            value, took = words[i + 1], 2
+        out.values.setdefault(name, []).append(value)
+        return took
+    return 1
+
+
+# --------------------------------------------------------------------------- #BSUB lines
+@dataclass(frozen=True)
+class BsubDirective:
+    line: int
+    words: tuple[str, ...]
+    problem: str = ""  # why the line cannot be split into words
+
+
+@dataclass
+class BsubDirectives:
+    """Every ``#BSUB`` line, the first command's line (0: none), and the lines that look like
+    directives but are comments to LSF (``# BSUB -W 10``)."""
+
+    read: list[BsubDirective]
+    first_command: int
+    ignored: list[int]
+
+
+def read_bsub_directives(text: str) -> BsubDirectives:
+    """LSF reads ``#BSUB`` lines anywhere in the script; a trailing backslash continues one,
+    and a word starting with ``#`` starts a comment (LSF's parseLine)."""
+    out = BsubDirectives([], 0, [])
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        start, raw = i + 1, lines[i].strip()
+        while raw.endswith("\\") and raw.startswith("#BSUB") and i + 1 < len(lines):
+            i += 1
+            raw = raw[:-1] + " " + lines[i].strip()
+        i += 1
+        if raw.startswith("#BSUB") and (len(raw) == 5 or raw[5] in " \t"):
+            out.read.append(_bsub_words(start, raw[5:]))
+        elif re.match(r"#\s+BSUB(\s+-|\s*$)", raw, re.IGNORECASE) or raw.startswith("#bsub"):
+            out.ignored.append(start)
+        elif raw and not raw.startswith("#") and not out.first_command:
+            out.first_command = start
+    return out
+
+
+def _bsub_words(line: int, rest: str) -> BsubDirective:
+    try:
+        words = shlex.split(rest)
+    except ValueError as exc:
+        return BsubDirective(line, (), str(exc))
+    cut = next((k for k, w in enumerate(words) if w.startswith("#")), len(words))
+    return BsubDirective(line, tuple(words[:cut]))

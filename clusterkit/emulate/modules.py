@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from clusterkit.emulate.body import Context, Placement
+from clusterkit.emulate.registry import register_command
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site
 
@@ -55,6 +57,16 @@ def module_names(words: list[str]) -> tuple[str, list[str]]:
     return "load", args  # `ml name ...` loads
 
 
+@register_command("module")
+def judge_module(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
+    ctx.extend(check_module_command(ctx.path, line, "module", words[1:], ctx.site))
+
+
+@register_command("ml")
+def judge_ml(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
+    ctx.extend(check_module_command(ctx.path, line, "ml", words[1:], ctx.site))
+
+
 def check_module_command(
     path: Path | str, line: int, tool: str, words: list[str], site: Site
 ) -> list[Finding]:
@@ -79,57 +91,48 @@ def refresh_hint(site: Site) -> str:
 
 
 def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Finding]:
+    """The verdict on loading ``spec`` (``name`` or ``name/version``) on ``site``."""
     if spec.startswith("-") or "$" in spec or spec in site.placeholders:
         return []
     mod, others = site.find_module(spec)
     if mod is None and not others and not site.modules_complete:
-        names = sorted({m.name for m in site.modules})
-        near = difflib.get_close_matches(spec.split("/")[0], names, n=3)
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        return [
-            Finding(
-                path,
-                line,
-                "module-unlisted",
-                f"module {spec} is not in {site.title}'s profile{hint}, whose module inventory "
-                f"is partial: not judged; {refresh_hint(site)}",
-                level="warning",
-            )
-        ]
+        return [_unlisted(path, line, spec, site)]
     if mod is None:
-        known = [m.full_name for m in site.modules]
-        near = difflib.get_close_matches(spec, known, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
-        versions = [m.full_name for m in others]
-        if versions:
-            hint = f"; {site.title} has {', '.join(versions)}"
-        return [
-            Finding(
-                path,
-                line,
-                "module-known",
-                f'module: The following module(s) are unknown: "{spec}" '
-                f"({site.title}'s profile does not list it{hint})",
-            )
-        ]
+        return [_unknown(path, line, spec, site, [m.full_name for m in others])]
     if mod.status == "removed":
-        return [
-            Finding(
-                path,
-                line,
-                "module-removed",
-                f"module {mod.full_name} has been removed from {site.title}; use {mod.replacement}",
-            )
-        ]
+        why = f"has been removed from {site.title}; use {mod.replacement}"
+        return [Finding(path, line, "module-removed", f"module {mod.full_name} {why}")]
     if mod.status == "historical":
         where = f"; now: {mod.replacement}" if mod.replacement else ""
-        return [
-            Finding(
-                path,
-                line,
-                "module-historical",
-                f"module {mod.full_name} is historical on {site.title}{where}",
-                level="warning",
-            )
-        ]
+        message = f"module {mod.full_name} is historical on {site.title}{where}"
+        return [Finding(path, line, "module-historical", message, level="warning")]
     return []
+
+
+def _unlisted(path: Path | str, line: int, spec: str, site: Site) -> Finding:
+    """A module the inventory does not claim to know (it is partial): a warning."""
+    near = difflib.get_close_matches(spec.split("/")[0], sorted({m.name for m in site.modules}))
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    return Finding(
+        path,
+        line,
+        "module-unlisted",
+        f"module {spec} is not in {site.title}'s profile{hint}, whose module inventory is "
+        f"partial: not judged; {refresh_hint(site)}",
+        level="warning",
+    )
+
+
+def _unknown(path: Path | str, line: int, spec: str, site: Site, versions: list[str]) -> Finding:
+    """A module Lmod would not find: the versions that exist, or names close to it."""
+    near = difflib.get_close_matches(spec, [m.full_name for m in site.modules], n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    if versions:
+        hint = f"; {site.title} has {', '.join(versions)}"
+    return Finding(
+        path,
+        line,
+        "module-known",
+        f'module: The following module(s) are unknown: "{spec}" '
+        f"({site.title}'s profile does not list it{hint})",
+    )

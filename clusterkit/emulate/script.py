@@ -118,6 +118,20 @@ class JobScript:
     parse_error: str | None = None
     source: Source = field(default_factory=Source)  # the file's bytes (empty for page text)
 
+    def parse_findings(self) -> list[Finding]:
+        """A body bashlex could not parse is read line by line: say so."""
+        if not self.parse_error:
+            return []
+        return [
+            Finding(
+                self.path,
+                0,
+                "bash-parse",
+                f"bashlex could not parse the body ({self.parse_error}); read line by line",
+                level="warning",
+            )
+        ]
+
     def reading_findings(self) -> list[Finding]:
         """Warnings about bytes read other than as written."""
         out = []

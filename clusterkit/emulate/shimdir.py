@@ -58,12 +58,22 @@ def ensure(directory: Path | None = None) -> Path:
     return directory
 
 
+# What `conda shell.bash hook` prints here: activate/deactivate keep the current environment.
+CONDA_HOOK = r"""
+conda() {
+    case "${1:-}" in
+        activate|deactivate)
+            echo "[conda emulator] conda $* (the current Python environment is used)" >&2 ;;
+        *) command conda "$@" ;;
+    esac
+}
+"""
+
+
 def conda_root(shims: Path) -> Path:
     """A stand-in conda installation: ``etc/profile.d/conda.sh`` defines a ``conda`` function
     whose activate/deactivate keep the current Python environment (conda is not installed
     here; job scripts source this file the way they source a real Miniforge)."""
-    from clusterkit.emulate.entry import CONDA_HOOK
-
     root = shims.parent / f"{shims.name}-conda"
     script = root / "etc" / "profile.d" / "conda.sh"
     script.parent.mkdir(parents=True, exist_ok=True)

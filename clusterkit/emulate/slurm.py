@@ -1,24 +1,31 @@
-"""Judge Slurm job requests against a site profile, as the site's slurmctld would.
+"""Judge a Slurm job request against a site profile, as the site's slurmctld would.
 
-``job_request`` turns a script's ``#SBATCH`` lines plus the command line into a request (each
-value remembers where it came from); ``check_job`` applies the site's rules; ``check_step``
-judges one ``srun`` inside the allocation. Messages start with the words Slurm itself prints for
-the same refusal, then name the rule and the limit from the profile.
+:func:`check_job` applies the site's rules in the order a reader checks a job: partition,
+account, time, GPUs, nodes and tasks, CPUs, GPUs per node, memory, QoS. Each rule is a short
+method of :class:`_Rules`; what the request amounts to so far is an :class:`_Asked`. The result
+is a :class:`Shape`, the allocation in counts. Messages start with the words Slurm itself prints
+for the same refusal (slurm_strerror), then name the rule and the limit from the profile.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-from clusterkit.emulate import slurm_options
-from clusterkit.emulate.script import JobScript
+from clusterkit.emulate.slurm_options import (
+    SlurmValueError,
+    count_with_type,
+    gres_gpus,
+    literal_hint,
+    node_range,
+    positive_int,
+    slurm_mem_mb,
+    slurm_time,
+)
+from clusterkit.emulate.slurm_request import JobRequest, Value
 from clusterkit.errors import Finding
 from clusterkit.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
 
-# Slurm's own refusal texts (slurm_strerror), used so messages read like the real tool's.
 E_PARTITION = "Batch job submission failed: Invalid partition name specified"
 E_TIME = (
     "Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)"
@@ -33,302 +40,8 @@ E_QOS_LIMIT = (
     "Batch job submission failed: Job violates accounting/QOS policy "
     "(job submit limit, user's size and/or time limits)"
 )
-E_STEP = "Unable to create step for job: More processors requested than permitted"
 
 
-class SlurmValueError(ValueError):
-    """An option value Slurm would refuse to parse."""
-
-
-# --------------------------------------------------------------------------- the script itself
-def script_refusals(script: JobScript) -> list[Finding]:
-    """What sbatch refuses before it reads a single option, in its order (sbatch.c,
-    _get_script_buffer; it stops at the first): an empty script, one of whitespace only, one
-    whose first line is not ``#!``, one holding a NUL byte, one with DOS line breaks. Only a
-    file is judged so: a page snippet is part of a script."""
-    src, text = script.source, script.text
-    if not src.from_file:
-        return []
-    checks = [
-        (src.empty, 0, "script-empty", "Batch script is empty!"),
-        (not text.strip(), 1, "script-empty", "Batch script contains only whitespace!"),
-        (
-            not text.startswith("#!"),
-            1,
-            "script-shebang",
-            "This does not look like a batch script.  The first line must start with #! "
-            "followed by the path to an interpreter. For instance: #!/bin/sh",
-        ),
-        (
-            src.nul_line > 0,
-            src.nul_line,
-            "script-null",
-            "The Slurm controller does not allow scripts that contain a NULL character '\\0'.",
-        ),
-        (
-            src.crlf_line > 0,
-            src.crlf_line,
-            "script-dos-line-breaks",
-            "Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line "
-            "breaks (\\n).",
-        ),
-    ]
-    for refused, line, rule, message in checks:
-        if refused:
-            return [Finding(script.path, line, rule, f"sbatch: error: {message}")]
-    return []
-
-
-# --------------------------------------------------------------------------- value grammars
-def slurm_time(text: str) -> int | None:
-    """Seconds in a Slurm time limit; None for UNLIMITED/INFINITE.
-
-    Accepted forms (sbatch(1)): "minutes", "minutes:seconds", "hours:minutes:seconds",
-    "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds".
-    """
-    t = text.strip()
-    if t.lower() in {"infinite", "unlimited", "-1"}:
-        return None
-    if re.fullmatch(r"[0:-]+", t) and re.search(r"\d", t):
-        return None  # "A time limit of zero requests that no time limit be imposed" (sbatch(1))
-    m = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?(?::(\d+))?", t)
-    if m:
-        d, h = int(m[1]), int(m[2])
-        mi, s = int(m[3] or 0), int(m[4] or 0)
-        return ((d * 24 + h) * 60 + mi) * 60 + s
-    parts = t.split(":")
-    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
-        raise SlurmValueError(f"Invalid time specification {text!r}")
-    nums = [int(p) for p in parts]
-    if len(nums) == 1:
-        return nums[0] * 60
-    if len(nums) == 2:
-        return nums[0] * 60 + nums[1]
-    return nums[0] * 3600 + nums[1] * 60 + nums[2]
-
-
-_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-def slurm_mem_mb(text: str) -> int:
-    """Megabytes in a ``--mem`` value (default unit M; suffixes K, M, G, T)."""
-    m = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip(), re.IGNORECASE)
-    if not m:
-        raise SlurmValueError(f"Invalid --mem specification {text!r}")
-    return math.ceil(int(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])
-
-
-def count_with_type(text: str, what: str) -> tuple[str | None, int]:
-    """``[type:]N`` as used by --gpus, --gpus-per-node, --gpus-per-task."""
-    parts = text.split(":")
-    if len(parts) == 1 and parts[0].isdigit():
-        return None, int(parts[0])
-    if len(parts) == 2 and parts[1].isdigit():
-        return parts[0], int(parts[1])
-    raise SlurmValueError(f"Invalid {what} specification {text!r}")
-
-
-def gres_gpus(text: str) -> tuple[str | None, int]:
-    """GPUs per node in a ``--gres`` list: ``gpu``, ``gpu:N``, ``gpu:type:N``.
-
-    Another name (``nvme:1``) raises: the profiles describe GPUs only, as the generated
-    gres.conf does, and Slurm refuses a generic resource no node has.
-    """
-    gpus_type, gpus = None, 0
-    for item in text.split(","):
-        fields = item.strip().split(":")
-        if fields[0] != "gpu":
-            raise SlurmValueError(
-                f"Invalid generic resource (gres) specification {text!r}: no node has "
-                f"a generic resource named {fields[0]!r} (only gpu)"
-            )
-        if len(fields) == 1:
-            gpus = 1
-        elif len(fields) == 2:
-            if fields[1].isdigit():
-                gpus = int(fields[1])
-            else:
-                gpus_type, gpus = fields[1], 1
-        elif len(fields) == 3 and fields[2].isdigit():
-            gpus_type, gpus = fields[1], int(fields[2])
-        else:
-            raise SlurmValueError(f"Invalid generic resource (gres) specification {text!r}")
-    return gpus_type, gpus
-
-
-def node_range(text: str) -> tuple[int, int]:
-    """``--nodes=N`` or ``--nodes=min-max``."""
-    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
-    if not m:
-        raise SlurmValueError(f"Invalid node count specification {text!r}")
-    lo = int(m[1])
-    return lo, int(m[2] or lo)
-
-
-def positive_int(text: str, what: str) -> int:
-    if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
-        raise SlurmValueError(f"Invalid {what} specification {text!r}")
-    return int(text)
-
-
-# --------------------------------------------------------------------------- requests
-@dataclass(frozen=True)
-class Value:
-    """An option's value and where it was given (script line, or 0 for the command line)."""
-
-    text: str
-    line: int
-
-
-@dataclass
-class JobRequest:
-    path: Path
-    options: dict[str, Value] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    # options given as one of the site docs' placeholders (--time=<upper_bound>): not judged
-    placeholders: dict[str, Value] = field(default_factory=dict)
-
-    def get(self, dest: str) -> str | None:
-        v = self.options.get(dest)
-        return v.text if v else None
-
-    def line(self, dest: str) -> int:
-        v = self.options.get(dest) or self.placeholders.get(dest)
-        return v.line if v else 0
-
-    def has(self, dest: str) -> bool:
-        return dest in self.options
-
-
-def _merge(
-    req: JobRequest, parsed: dict[str, list], line: int, placeholders: tuple[str, ...] = ()
-) -> None:
-    for dest, values in parsed.items():
-        if dest in {"script", "script_args", "command"}:
-            continue
-        value = Value("" if values[-1] is True else str(values[-1]), line)
-        # an account placeholder stays: the site's account rule accepts it, and SLURM_JOB_ACCOUNT
-        # shows it; another stands for a value the reader fills in, and is not judged
-        if value.text in placeholders and dest != "account":
-            req.placeholders[dest] = value
-            req.options.pop(dest, None)
-        else:
-            req.options[dest] = value
-            req.placeholders.pop(dest, None)
-
-
-# Options a component of a heterogeneous job takes from the one before it unless it sets its
-# own (Slurm, "Heterogeneous Job Support": the propagated options).
-HET_PROPAGATED = frozenset(
-    """account acctg_freq begin cluster_constraint clusters comment deadline delay_boot
-    dependency distribution error export export_file exclude get_user_env gid hold ignore_pbs
-    immediate input job_name mcs_label mem no_requeue nice no_kill output parsable priority
-    profile propagate qos quiet reboot reservation requeue signal time test_only time_min uid
-    verbose wait wait_all_nodes wckey chdir""".split()
-)
-
-
-def job_requests(
-    script: JobScript,
-    argv: list[str] | None = None,
-    tool: str = "sbatch",
-    placeholders: tuple[str, ...] = (),
-) -> list[JobRequest]:
-    """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
-    directives, then the command line, which wins. Findings about the script's directives as a
-    whole (lines sbatch skips, the old #SLURM prefix) go with the first."""
-    found = slurm_options.read_directives(script.text, placeholders)
-    reqs: list[JobRequest] = []
-    for k in range(found.components):
-        req = JobRequest(script.path)
-        if reqs:
-            before = reqs[-1].options
-            req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
-        for d in (d for d in found.read if d.component == k):
-            _merge_directive(req, d, tool, placeholders)
-        reqs.append(req)
-    if argv:
-        try:
-            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0, placeholders)
-        except slurm_options.OptionError as exc:
-            reqs[0].findings.append(
-                Finding("<command line>", 0, "sbatch-option", f"{tool}: {option_message(exc)}")
-            )
-    reqs[0].findings[:0] = _directive_notes(script.path, found, tool)
-    return reqs
-
-
-def job_request(
-    script: JobScript, argv: list[str] | None = None, tool: str = "sbatch"
-) -> JobRequest:
-    """The request of the first (usually the only) component."""
-    return job_requests(script, argv, tool)[0]
-
-
-def _merge_directive(
-    req: JobRequest, d: slurm_options.SbatchDirective, tool: str, placeholders: tuple[str, ...]
-) -> None:
-    if d.problem:
-        message = f"{tool}: fatal: line {d.line}: {d.problem}"
-        req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
-        return
-    try:
-        parsed = slurm_options.parse(tool, list(d.words))
-    except slurm_options.OptionError as exc:
-        req.findings.append(
-            Finding(req.path, d.line, "sbatch-option", f"{tool}: {option_message(exc)}")
-        )
-        return
-    stray = parsed.get("script") or parsed.get("command")  # a word that is not an option
-    if stray:
-        word = stray if isinstance(stray, str) else stray[0]
-        message = f"{tool}: error: Invalid directive found in batch script: {word}"
-        req.findings.append(Finding(req.path, d.line, "sbatch-option", message))
-    _merge(req, parsed, d.line, placeholders)
-
-
-def _directive_notes(path: Path, found: slurm_options.Directives, tool: str) -> list[Finding]:
-    """Warnings for what sbatch does not read as a reader would expect."""
-    notes = [
-        Finding(
-            path,
-            line,
-            "directive-ignored",
-            f"{tool} ignores this line ({why}): it reads #SBATCH lines that start in the first "
-            "column, before the first command, and nothing else; what it asks for is lost",
-            level="warning",
-        )
-        for line, why in found.ignored
-    ]
-    if found.old_prefix_line:
-        notes.append(
-            Finding(
-                path,
-                found.old_prefix_line,
-                "directive-prefix",
-                f"{tool}: error: Change from #SLURM to #SBATCH in your script and verify the "
-                "options are valid in sbatch",
-                level="warning",
-            )
-        )
-    return notes
-
-
-def option_message(exc: Exception) -> str:
-    msg = str(exc)
-    m = re.match(r"unrecognized arguments: (.*)", msg)
-    if m:
-        return f"unrecognized option '{m[1].split()[0]}'"
-    m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument", msg)
-    if m:
-        return f"option '{m[1]}' requires an argument"
-    m = re.match(r"ambiguous option: (\S+) could match (.*)", msg)
-    if m:
-        return f"option '{m[1]}' is ambiguous; possibilities: {m[2]}"
-    return msg
-
-
-# --------------------------------------------------------------------------- resolved shape
 @dataclass
 class Shape:
     """What the request amounts to on the chosen partition."""
@@ -360,46 +73,86 @@ class Shape:
         return min(node.cpus, -(-self.tasks_per_node * self.cpus_per_task // tpc) * tpc)
 
 
-def _resolve_int(req: JobRequest, dest: str, what: str, bad) -> int | None:
-    text = req.get(dest)
-    if text is None:
-        return None
-    try:
-        return positive_int(text, what)
-    except SlurmValueError as exc:
-        bad(dest, "option-value", f"sbatch: error: {exc}{literal_hint(text)}")
-        return None
+@dataclass
+class _Asked:
+    """What the request amounts to, as far as the rules have read it."""
+
+    part: Partition
+    time_s: int | None = None
+    gpu_dest: str | None = None  # the option the GPUs were asked with
+    gpus_asked: int | None = None  # per node, by --gres or --gpus-per-node
+    gpus_total: int | None = None  # --gpus
+    gpus_per_task: int | None = None
+    nodes: int = 1
+    nodes_max: int | None = None
+    ntasks: int = 1
+    tasks_per_node: int = 1
+    cpus_per_task: int = 1
+    gpus_per_node: int = 0
+
+    @property
+    def node(self) -> NodeType:
+        return self.part.node_type
 
 
-def literal_hint(text: str) -> str:
-    """A note for a directive value that looks like shell: sbatch does not expand it."""
-    if "$" not in text and "`" not in text:
-        return ""
-    return (
-        " (sbatch reads #SBATCH lines as written: no variable, $((...)) or command in them "
-        "is expanded)"
+def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]:
+    """Every rule a site's Slurm applies at submission; returns (findings, resolved shape)."""
+    names = (req.get("partition") or "").split(",")
+    if len(names) > 1:
+        return _first_partition_that_fits(req, site, names)
+    rules = _Rules(req, site)
+    part = rules.partition()
+    if part is None:
+        return rules.findings, None
+    asked = _Asked(part)
+    for rule in (
+        rules.account,
+        rules.time,
+        rules.gpus,
+        rules.nodes_and_tasks,
+        rules.node_count,
+        rules.time_for_nodes,
+        rules.cpus,
+        rules.gpus_per_node,
+        rules.memory,
+        rules.qos,
+    ):
+        rule(asked)
+    return rules.findings, _shape(req, asked)
+
+
+def _shape(req: JobRequest, a: _Asked) -> Shape:
+    return Shape(
+        a.part,
+        a.nodes,
+        a.tasks_per_node,
+        a.ntasks,
+        a.cpus_per_task,
+        a.gpus_per_node,
+        a.time_s,
+        req.has("exclusive") or a.part.exclusive,
+        ntasks_given=req.has("ntasks") or req.has("ntasks_per_node"),
+        tasks_per_node_given=req.has("ntasks_per_node"),
     )
 
 
-def _check_partition_list(
+def _first_partition_that_fits(
     req: JobRequest, site: Site, names: list[str]
 ) -> tuple[list[Finding], Shape | None]:
     """``--partition=a,b``: Slurm runs the job in the first listed partition that can take it,
     and refuses it only when none can (or when a name is unknown)."""
     unknown = [n for n in names if n not in site.partitions]
     if unknown:
-        line = req.line("partition")
         msg = (
             f"sbatch: error: invalid partition specified: {unknown[0]} ({E_PARTITION}); "
             f"{site.title} has {', '.join(sorted(site.partitions))}"
         )
-        return [*req.findings, Finding(req.path, line, "partition-exists", msg)], None
+        finding = Finding(req.path, req.line("partition"), "partition-exists", msg)
+        return [*req.findings, finding], None
     first: tuple[list[Finding], Shape | None] | None = None
     for name in names:
-        options = dict(req.options)
-        options["partition"] = Value(name, req.line("partition"))
-        one = JobRequest(req.path, options, list(req.findings))
-        findings, shape = check_job(one, site)
+        options = {**req.options, "partition": Value(name, req.line("partition"))}
+        findings, shape = check_job(JobRequest(req.path, options, list(req.findings)), site)
         if not any(f.level == "error" for f in findings):
             return findings, shape
         first = first or (findings, shape)
@@ -407,347 +160,370 @@ def _check_partition_list(
     return first
 
 
-def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]:
-    """Every rule a site's Slurm applies at submission; returns (findings, resolved shape)."""
-    findings = list(req.findings)
+class _Rules:
+    """The rules, each reading the request and adding to what it amounts to."""
 
-    def bad(dest: str | None, rule: str, msg: str, level: str = "error") -> None:
-        line = req.line(dest) if dest else 0
-        findings.append(Finding(req.path, line, rule, msg, level))
+    def __init__(self, req: JobRequest, site: Site):
+        self.req, self.site = req, site
+        self.findings: list[Finding] = list(req.findings)
 
-    # -- partition
-    part_name = req.get("partition")
-    parts = site.partitions
-    if part_name is None:
-        part = site.default_partition
-        if part is None and "partition" in req.placeholders:
-            bad(
+    def bad(self, dest: str | None, rule: str, msg: str, level: str = "error") -> None:
+        line = self.req.line(dest) if dest else 0
+        self.findings.append(Finding(self.req.path, line, rule, msg, level))
+
+    def number(self, dest: str, what: str) -> int | None:
+        text = self.req.get(dest)
+        if text is None:
+            return None
+        try:
+            return positive_int(text, what)
+        except SlurmValueError as exc:
+            self.bad(dest, "option-value", f"sbatch: error: {exc}{literal_hint(text)}")
+            return None
+
+    # -- partition and account
+    def partition(self) -> Partition | None:
+        req, site, parts = self.req, self.site, self.site.partitions
+        name = req.get("partition")
+        if name is None:
+            return self._default_partition()
+        if name not in parts:
+            self.bad(
+                "partition",
+                "partition-exists",
+                f"sbatch: error: invalid partition specified: "
+                f"{name} ({E_PARTITION}); {site.title} has {', '.join(sorted(parts))}",
+            )
+            return None
+        part = parts[name]
+        if part.status != "current":
+            self.bad(
+                "partition",
+                "partition-status",
+                f"partition {part.name} is {part.status} on {site.title}",
+                level="warning" if part.status == "historical" else "error",
+            )
+        return part
+
+    def _default_partition(self) -> Partition | None:
+        req, site = self.req, self.site
+        if site.default_partition is not None:
+            return site.default_partition
+        if "partition" in req.placeholders:
+            self.bad(
                 "partition",
                 "partition-placeholder",
                 f"the partition is the docs' placeholder {req.placeholders['partition'].text!r} "
                 f"and {site.title} has no default: the request is not judged further",
                 level="warning",
             )
-            return findings, None
-        if part is None:
-            bad(
-                None,
-                "partition-required",
-                f"sbatch: error: {E_PARTITION}: {site.title} has "
-                f"no default partition; choose one of {sorted(parts)} with -p/--partition",
-            )
-            return findings, None
-    elif "," in part_name:
-        return _check_partition_list(req, site, part_name.split(","))
-    elif part_name not in parts:
-        bad(
-            "partition",
-            "partition-exists",
-            f"sbatch: error: invalid partition specified: "
-            f"{part_name} ({E_PARTITION}); {site.title} has {', '.join(sorted(parts))}",
+            return None
+        self.bad(
+            None,
+            "partition-required",
+            f"sbatch: error: {E_PARTITION}: {site.title} has no default partition; choose one "
+            f"of {sorted(site.partitions)} with -p/--partition",
         )
-        return findings, None
-    else:
-        part = parts[part_name]
-    if part.status != "current":
-        bad(
-            "partition",
-            "partition-status",
-            f"partition {part.name} is {part.status} on {site.title}",
-            level="warning" if part.status == "historical" else "error",
-        )
-    node = part.node_type
+        return None
 
-    # -- account
-    acct = req.get("account")
-    if acct is None:
-        if site.account["required"]:
-            bad(
+    def account(self, a: _Asked) -> None:
+        acct, rule = self.req.get("account"), self.site.account
+        if acct is None and rule["required"]:
+            self.bad(
                 None,
                 "account-required",
-                f"sbatch: error: {E_ACCOUNT}: {site.title} requires "
-                f"an account ({site.account.get('option', '-A')} {site.account['example']})",
+                f"sbatch: error: {E_ACCOUNT}: {self.site.title} requires "
+                f"an account ({rule.get('option', '-A')} {rule['example']})",
             )
-    elif not site.account_ok(acct):
-        bad(
-            "account",
-            "account-form",
-            f"sbatch: error: {E_ACCOUNT}: {acct!r} is not of the "
-            f"form {site.account['pattern']} (e.g. {site.account['example']})",
-        )
+        elif acct is not None and not self.site.account_ok(acct):
+            self.bad(
+                "account",
+                "account-form",
+                f"sbatch: error: {E_ACCOUNT}: {acct!r} is not of the "
+                f"form {rule['pattern']} (e.g. {rule['example']})",
+            )
 
     # -- time
-    time_s: int | None = None
-    time_text = req.get("time")
-    if time_text is not None:
+    def time(self, a: _Asked) -> None:
+        text = self.req.get("time")
+        if text is None:
+            return
         try:
-            time_s = slurm_time(time_text)
+            a.time_s = slurm_time(text)
         except SlurmValueError as exc:
-            bad("time", "time-format", f"sbatch: error: {exc}{literal_hint(time_text)}")
-        else:
-            if time_s is None or time_s > part.max_walltime_s:
-                shown = "UNLIMITED" if time_s is None else format_seconds(time_s)
-                bad(
-                    "time",
-                    "time-limit",
-                    f"sbatch: error: {E_TIME}: {time_text} ({shown}) "
-                    f"exceeds the {part.name} partition's limit of {part.max_walltime}",
-                )
-
-    # -- GPUs asked for (read first: without --nodes they decide how many nodes the job gets)
-    gpu_type = None
-    gres_gpn = per_node_gpus = total_gpus = per_task_gpus = None
-    gpu_dest = None
-    try:
-        if req.has("gres"):
-            gpu_type, gres_gpn = gres_gpus(req.get("gres") or "")
-            gpu_dest = "gres"
-        if req.has("gpus_per_node"):
-            gpu_type, per_node_gpus = count_with_type(req.get("gpus_per_node") or "", "--gpus")
-            gpu_dest = "gpus_per_node"
-        if req.has("gpus"):
-            gpu_type, total_gpus = count_with_type(req.get("gpus") or "", "--gpus")
-            gpu_dest = gpu_dest or "gpus"
-        if req.has("gpus_per_task"):
-            gpu_type, per_task_gpus = count_with_type(
-                req.get("gpus_per_task") or "", "--gpus-per-task"
-            )
-            gpu_dest = gpu_dest or "gpus_per_task"
-    except SlurmValueError as exc:
-        bad(gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
-    if gpu_type is not None:
-        bad(
-            gpu_dest,
-            "gpu-type",
-            f"sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
-            f"specification: no {part.name} node has GPUs of type {gpu_type!r}; ask for a "
-            f"number only (the node's GPUs are {node.gpus} x {node.gpu_model or 'none'})",
-        )
-    gpn_asked = per_node_gpus if per_node_gpus is not None else gres_gpn
-
-    # -- nodes and tasks
-    nodes_min = nodes_max = None
-    if req.has("nodes"):
-        try:
-            nodes_min, nodes_max = node_range(req.get("nodes") or "")
-        except SlurmValueError as exc:
-            bad("nodes", "option-value", f"sbatch: error: {exc}{literal_hint(req.get('nodes'))}")
-    if nodes_min == 0:
-        bad(
-            "nodes",
-            "node-count",
-            f"sbatch: error: {E_NODES}: --nodes={req.get('nodes')}: a batch job runs on at "
-            "least one node",
-        )
-        nodes_min, nodes_max = 1, max(nodes_max or 1, 1)
-    ntasks = _resolve_int(req, "ntasks", "--ntasks", bad)
-    tpn = _resolve_int(req, "ntasks_per_node", "--ntasks-per-node", bad)
-    tpg = _resolve_int(req, "ntasks_per_gpu", "--ntasks-per-gpu", bad)
-    cpt = _resolve_int(req, "cpus_per_task", "--cpus-per-task", bad) or 1
-    hint = req.get("hint") or ""
-    cpu_limit = node.usable_cores if "nomultithread" in hint else node.cpus
-    if tpn is None and tpg and gpn_asked:
-        tpn = tpg * gpn_asked  # --ntasks-per-gpu with GPUs per node fixes the tasks per node
-    if nodes_min is not None:
-        nodes = nodes_min
-    elif ntasks and tpn:
-        nodes = math.ceil(ntasks / tpn)
-    else:
-        # Without --nodes Slurm takes as many nodes as the tasks and GPUs need.
-        need = [1]
-        if ntasks and cpt <= cpu_limit:
-            need.append(math.ceil(ntasks / (cpu_limit // cpt)))
-        if node.gpus and total_gpus:
-            need.append(math.ceil(total_gpus / node.gpus))
-        if node.gpus and per_task_gpus and ntasks:
-            need.append(math.ceil(ntasks / max(1, node.gpus // per_task_gpus)))
-        nodes = max(need)
-    if ntasks and nodes > ntasks and nodes_min is not None:
-        bad(
-            "ntasks",
-            "tasks-per-node",
-            f"sbatch: warning: can't run {ntasks} processes on {nodes} nodes, setting nnodes "
-            f"to {ntasks}",
-            level="warning",
-        )
-        nodes = ntasks
-    if tpn is None:
-        tpn = math.ceil(ntasks / nodes) if ntasks else 1
-    if ntasks is None:
-        ntasks = nodes * tpn
-    if nodes_min is not None and nodes_max is not None and nodes_min > nodes_max:
-        bad("nodes", "node-count", f"sbatch: error: {E_NODES}: {req.get('nodes')}")
-    asked_max = max(nodes, nodes_max or 0)
-    if part.max_nodes and asked_max > part.max_nodes:
-        bad(
-            "nodes" if req.has("nodes") else "ntasks",
-            "node-count",
-            f"sbatch: error: {E_NODES}: {req.get('nodes') or nodes} nodes requested, partition "
-            f"{part.name} allows at most {part.max_nodes} per job",
-        )
-    elif part.size and nodes > part.size:
-        bad(
-            "nodes" if req.has("nodes") else gpu_dest or "ntasks",
-            "node-count",
-            f"sbatch: error: {E_NODES}: {nodes} nodes requested, partition {part.name} has "
-            f"{part.size}",
-        )
-
-    if time_s is not None and time_s <= part.max_walltime_s:
-        limit, shown, why = part.walltime_limit(nodes)
-        if time_s > limit:
-            bad(
+            self.bad("time", "time-format", f"sbatch: error: {exc}{literal_hint(text)}")
+            return
+        if a.time_s is None or a.time_s > a.part.max_walltime_s:
+            shown = "UNLIMITED" if a.time_s is None else format_seconds(a.time_s)
+            self.bad(
                 "time",
                 "time-limit",
-                f"sbatch: error: {E_TIME}: {time_text} ({format_seconds(time_s)}) exceeds the "
-                f"{shown} partition {part.name} allows {why}; the job asks for {nodes}",
+                f"sbatch: error: {E_TIME}: {text} ({shown}) exceeds the {a.part.name} "
+                f"partition's limit of {a.part.max_walltime}",
             )
 
-    # -- CPUs per node
-    cpus_node = tpn * cpt
-    what = "cores" if "nomultithread" in hint else "CPUs (cores x threads)"
-    if cpus_node > cpu_limit:
-        dest = (
-            "cpus_per_task"
-            if req.has("cpus_per_task")
-            else "ntasks_per_gpu"
-            if req.has("ntasks_per_gpu") and not req.has("ntasks_per_node")
-            else "ntasks_per_node"
-            if req.has("ntasks_per_node")
-            else "ntasks"
+    def time_for_nodes(self, a: _Asked) -> None:
+        """A limit that depends on the node count (a profile's walltime_by_nodes)."""
+        if a.time_s is None or a.time_s > a.part.max_walltime_s:
+            return
+        limit, shown, why = a.part.walltime_limit(a.nodes)
+        if a.time_s > limit:
+            self.bad(
+                "time",
+                "time-limit",
+                f"sbatch: error: {E_TIME}: {self.req.get('time')} ({format_seconds(a.time_s)}) "
+                f"exceeds the {shown} partition {a.part.name} allows {why}; the job asks for "
+                f"{a.nodes}",
+            )
+
+    # -- GPUs asked for (read first: without --nodes they decide how many nodes the job gets)
+    def gpus(self, a: _Asked) -> None:
+        req, gpu_type, per_node = self.req, None, None
+        forms = (
+            ("gres", lambda t: gres_gpus(t)),
+            ("gpus_per_node", lambda t: count_with_type(t, "--gpus")),
+            ("gpus", lambda t: count_with_type(t, "--gpus")),
+            ("gpus_per_task", lambda t: count_with_type(t, "--gpus-per-task")),
         )
-        bad(
-            dest,
+        try:
+            for dest, read in forms:
+                if not req.has(dest):
+                    continue
+                gpu_type, count = read(req.get(dest) or "")
+                a.gpu_dest = a.gpu_dest if a.gpu_dest and dest != "gpus_per_node" else dest
+                if dest == "gpus":
+                    a.gpus_total = count
+                elif dest == "gpus_per_task":
+                    a.gpus_per_task = count
+                elif (dest == "gres" and per_node is None) or dest == "gpus_per_node":
+                    per_node = count
+        except SlurmValueError as exc:
+            self.bad(a.gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
+        a.gpus_asked = per_node
+        if gpu_type is not None:
+            node = a.node
+            self.bad(
+                a.gpu_dest,
+                "gpu-type",
+                f"sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+                f"specification: no {a.part.name} node has GPUs of type {gpu_type!r}; ask for a "
+                f"number only (the node's GPUs are {node.gpus} x {node.gpu_model or 'none'})",
+            )
+
+    # -- nodes and tasks
+    def nodes_and_tasks(self, a: _Asked) -> None:
+        nodes_min = self._node_range(a)
+        ntasks = self.number("ntasks", "--ntasks")
+        tpn = self.number("ntasks_per_node", "--ntasks-per-node")
+        per_gpu = self.number("ntasks_per_gpu", "--ntasks-per-gpu")
+        a.cpus_per_task = self.number("cpus_per_task", "--cpus-per-task") or 1
+        if tpn is None and per_gpu and a.gpus_asked:
+            tpn = per_gpu * a.gpus_asked  # --ntasks-per-gpu with GPUs per node fixes it
+        if nodes_min is not None:
+            a.nodes = nodes_min
+        elif ntasks and tpn:
+            a.nodes = math.ceil(ntasks / tpn)
+        else:
+            a.nodes = self._nodes_needed(a, ntasks)
+        if ntasks and a.nodes > ntasks and nodes_min is not None:
+            self.bad(
+                "ntasks",
+                "tasks-per-node",
+                f"sbatch: warning: can't run {ntasks} processes on {a.nodes} nodes, setting "
+                f"nnodes to {ntasks}",
+                level="warning",
+            )
+            a.nodes = ntasks
+        a.tasks_per_node = tpn or (math.ceil(ntasks / a.nodes) if ntasks else 1)
+        a.ntasks = ntasks or a.nodes * a.tasks_per_node
+
+    def _node_range(self, a: _Asked) -> int | None:
+        text = self.req.get("nodes")
+        if text is None:
+            return None
+        try:
+            low, a.nodes_max = node_range(text)
+        except SlurmValueError as exc:
+            self.bad("nodes", "option-value", f"sbatch: error: {exc}{literal_hint(text)}")
+            return None
+        if low == 0:
+            self.bad(
+                "nodes",
+                "node-count",
+                f"sbatch: error: {E_NODES}: --nodes={text}: a batch job runs on at least one node",
+            )
+            low, a.nodes_max = 1, max(a.nodes_max, 1)
+        if low > a.nodes_max:
+            self.bad("nodes", "node-count", f"sbatch: error: {E_NODES}: {text}")
+        return low
+
+    def _cpu_limit(self, a: _Asked) -> int:
+        hint = self.req.get("hint") or ""
+        return a.node.usable_cores if "nomultithread" in hint else a.node.cpus
+
+    def _nodes_needed(self, a: _Asked, ntasks: int | None) -> int:
+        """Without --nodes Slurm takes as many nodes as the tasks and GPUs need."""
+        node, cpt, limit = a.node, a.cpus_per_task, self._cpu_limit(a)
+        need = [1]
+        if ntasks and cpt <= limit:
+            need.append(math.ceil(ntasks / (limit // cpt)))
+        if node.gpus and a.gpus_total:
+            need.append(math.ceil(a.gpus_total / node.gpus))
+        if node.gpus and a.gpus_per_task and ntasks:
+            need.append(math.ceil(ntasks / max(1, node.gpus // a.gpus_per_task)))
+        return max(need)
+
+    def node_count(self, a: _Asked) -> None:
+        part, req = a.part, self.req
+        if part.max_nodes and max(a.nodes, a.nodes_max or 0) > part.max_nodes:
+            self.bad(
+                "nodes" if req.has("nodes") else "ntasks",
+                "node-count",
+                f"sbatch: error: {E_NODES}: {req.get('nodes') or a.nodes} nodes requested, "
+                f"partition {part.name} allows at most {part.max_nodes} per job",
+            )
+        elif part.size and a.nodes > part.size:
+            self.bad(
+                "nodes" if req.has("nodes") else a.gpu_dest or "ntasks",
+                "node-count",
+                f"sbatch: error: {E_NODES}: {a.nodes} nodes requested, partition {part.name} "
+                f"has {part.size}",
+            )
+
+    # -- CPUs and GPUs per node
+    def cpus(self, a: _Asked) -> None:
+        limit, per_node = self._cpu_limit(a), a.tasks_per_node * a.cpus_per_task
+        if per_node <= limit:
+            return
+        req = self.req
+        given = [d for d in ("cpus_per_task", "ntasks_per_node", "ntasks_per_gpu") if req.has(d)]
+        nomulti = "nomultithread" in (req.get("hint") or "")
+        self.bad(
+            given[0] if given else "ntasks",
             "cpus-per-node",
-            f"sbatch: error: {E_CONFIG}: {tpn} tasks x {cpt} CPUs per "
-            f"task = {cpus_node} per node, but a {part.name} node ({node.name}) has {cpu_limit} "
-            f"usable {what}",
+            f"sbatch: error: {E_CONFIG}: {a.tasks_per_node} tasks x {a.cpus_per_task} CPUs per "
+            f"task = {per_node} per node, but a {a.part.name} node ({a.node.name}) has {limit} "
+            f"usable {'cores' if nomulti else 'CPUs (cores x threads)'}",
         )
 
-    # -- GPUs per node
-    gpn = gpn_asked or 0
-    if total_gpus:
-        gpn = max(gpn, math.ceil(total_gpus / nodes))
-    if per_task_gpus:
-        if gpn_asked and req.has("ntasks_per_node") and gpn_asked != per_task_gpus * tpn:
-            bad(
+    def gpus_per_node(self, a: _Asked) -> None:
+        node, gpn = a.node, a.gpus_asked or 0
+        if a.gpus_total:
+            gpn = max(gpn, math.ceil(a.gpus_total / a.nodes))
+        if a.gpus_per_task:
+            self._gpus_per_task(a)
+            gpn = max(gpn, a.gpus_per_task * a.tasks_per_node)
+        a.gpus_per_node = gpn
+        if gpn and node.gpus == 0:
+            self.bad(
+                a.gpu_dest,
+                "gpus-per-node",
+                f"sbatch: error: {E_CONFIG}: {gpn} GPU(s) per node requested, but "
+                f"{a.part.name} nodes ({node.name}) have no GPUs",
+            )
+        elif gpn > node.gpus:
+            self.bad(
+                a.gpu_dest,
+                "gpus-per-node",
+                f"sbatch: error: {E_CONFIG}: {gpn} GPUs per node requested, but a "
+                f"{a.part.name} node ({node.name}) has {node.gpus} x {node.gpu_model}",
+            )
+
+    def _gpus_per_task(self, a: _Asked) -> None:
+        per_task, asked, tpn = a.gpus_per_task or 1, a.gpus_asked, a.tasks_per_node
+        if asked and self.req.has("ntasks_per_node") and asked != per_task * tpn:
+            self.bad(
                 "gpus_per_task",
                 "gpus-per-task",
-                f"sbatch: error: {E_CONFIG}: {gpn_asked} GPUs per node at --gpus-per-task="
-                f"{per_task_gpus} is {gpn_asked // per_task_gpus} task(s) per node, but "
+                f"sbatch: error: {E_CONFIG}: {asked} GPUs per node at --gpus-per-task="
+                f"{per_task} is {asked // per_task} task(s) per node, but "
                 f"--ntasks-per-node={tpn}",
             )
-        gpn = max(gpn, per_task_gpus * tpn)
-    if gpn and node.gpus == 0:
-        bad(
-            gpu_dest,
-            "gpus-per-node",
-            f"sbatch: error: {E_CONFIG}: {gpn} GPU(s) per node "
-            f"requested, but {part.name} nodes ({node.name}) have no GPUs",
-        )
-    elif gpn > node.gpus:
-        bad(
-            gpu_dest,
-            "gpus-per-node",
-            f"sbatch: error: {E_CONFIG}: {gpn} GPUs per node "
-            f"requested, but a {part.name} node ({node.name}) has {node.gpus} "
-            f"x {node.gpu_model}",
-        )
 
     # -- memory
-    if req.has("mem"):
-        try:
-            mem_mb = slurm_mem_mb(req.get("mem") or "")
-            if mem_mb > node.memory_gb * 1024:
-                bad(
-                    "mem",
-                    "memory-per-node",
-                    f"sbatch: error: {E_CONFIG}: --mem={req.get('mem')}"
-                    f" exceeds the {node.memory_gb:g} GB of a {part.name} node",
-                )
-        except SlurmValueError as exc:
-            bad("mem", "option-value", f"sbatch: error: {exc}")
-    if req.has("mem_per_cpu"):
-        try:
-            per_cpu = slurm_mem_mb(req.get("mem_per_cpu") or "")
-        except SlurmValueError as exc:
-            bad("mem_per_cpu", "option-value", f"sbatch: error: {exc}")
-        else:
-            if per_cpu * cpus_node > node.memory_gb * 1024:
-                bad(
-                    "mem_per_cpu",
-                    "memory-per-node",
-                    f"sbatch: error: {E_CONFIG}: --mem-per-cpu={req.get('mem_per_cpu')} x "
-                    f"{cpus_node} CPUs per node = {per_cpu * cpus_node / 1024:g} GB, more than "
-                    f"the {node.memory_gb:g} GB of a {part.name} node",
-                )
+    def memory(self, a: _Asked) -> None:
+        node, cpus = a.node, a.tasks_per_node * a.cpus_per_task
+        for dest in ("mem", "mem_per_cpu"):
+            text = self.req.get(dest)
+            if text is None:
+                continue
+            try:
+                mb = slurm_mem_mb(text) * (cpus if dest == "mem_per_cpu" else 1)
+            except SlurmValueError as exc:
+                self.bad(dest, "option-value", f"sbatch: error: {exc}")
+                continue
+            if mb <= node.memory_gb * 1024:
+                continue
+            asked = (
+                f"--mem={text} exceeds"
+                if dest == "mem"
+                else f"--mem-per-cpu={text} x {cpus} CPUs per node = {mb / 1024:g} GB, more than"
+            )
+            self.bad(
+                dest,
+                "memory-per-node",
+                f"sbatch: error: {E_CONFIG}: {asked} the {node.memory_gb:g} GB of a "
+                f"{a.part.name} node",
+            )
 
     # -- QoS
-    qos_name = req.get("qos")
-    if qos_name is not None:
-        if qos_name not in site.qos:
-            bad(
+    def qos(self, a: _Asked) -> None:
+        name, part, site = self.req.get("qos"), a.part, self.site
+        if name is None:
+            if part.qos_required and "qos" not in self.req.placeholders:
+                self.bad(
+                    None,
+                    "qos-required",
+                    f"sbatch: error: {E_QOS}: partition {part.name} on {site.title} needs --qos "
+                    f"(one of {', '.join(part.qos)})",
+                )
+            return
+        if name not in site.qos:
+            self.bad(
                 "qos",
                 "qos-exists",
-                f"sbatch: error: {E_QOS}: {qos_name!r}; {site.title} has "
+                f"sbatch: error: {E_QOS}: {name!r}; {site.title} has "
                 f"{', '.join(sorted(site.qos)) or 'no QoS'}",
             )
-        else:
-            if part.qos and qos_name not in part.qos:
-                bad(
-                    "qos",
-                    "qos-partition",
-                    f"sbatch: error: {E_QOS}: QoS {qos_name} cannot be "
-                    f"used in partition {part.name} (allowed: {', '.join(part.qos)})",
-                )
-            q = site.qos[qos_name]
-            if q.get("max_walltime") and time_s is not None:
-                if time_s > duration_seconds(q["max_walltime"]):
-                    bad(
-                        "time",
-                        "qos-time-limit",
-                        f"sbatch: error: {E_QOS_LIMIT}: --time "
-                        f"{req.get('time')} exceeds QoS {qos_name}'s {q['max_walltime']}",
-                    )
-            if q.get("max_nodes") and nodes > q["max_nodes"]:
-                bad(
-                    "nodes" if req.has("nodes") else "qos",
-                    "qos-node-limit",
-                    f"sbatch: error: {E_QOS_LIMIT}: {nodes} nodes exceed QoS {qos_name}'s "
-                    f"{q['max_nodes']}",
-                )
-            if q.get("min_nodes") and nodes < q["min_nodes"]:
-                bad(
-                    "nodes" if req.has("nodes") else "qos",
-                    "qos-node-limit",
-                    f"sbatch: error: {E_QOS_LIMIT}: QoS {qos_name} needs at least "
-                    f"{q['min_nodes']} nodes, job asks for {nodes}",
-                )
-            if q.get("max_gpus") and gpn * nodes > q["max_gpus"]:
-                bad(
-                    gpu_dest,
-                    "qos-gpu-limit",
-                    f"sbatch: error: {E_QOS_LIMIT}: {gpn * nodes} "
-                    f"GPUs exceed QoS {qos_name}'s {q['max_gpus']}",
-                )
-    elif part.qos_required and "qos" not in req.placeholders:
-        bad(
-            None,
-            "qos-required",
-            f"sbatch: error: {E_QOS}: partition {part.name} on "
-            f"{site.title} needs --qos (one of {', '.join(part.qos)})",
-        )
+            return
+        if part.qos and name not in part.qos:
+            self.bad(
+                "qos",
+                "qos-partition",
+                f"sbatch: error: {E_QOS}: QoS {name} cannot be used in partition {part.name} "
+                f"(allowed: {', '.join(part.qos)})",
+            )
+        self._qos_limits(a, name, site.qos[name])
 
-    shape = Shape(
-        part,
-        nodes,
-        tpn,
-        ntasks,
-        cpt,
-        gpn,
-        time_s,
-        req.has("exclusive") or part.exclusive,
-        ntasks_given=req.has("ntasks") or req.has("ntasks_per_node"),
-        tasks_per_node_given=req.has("ntasks_per_node"),
-    )
-    return findings, shape
+    def _qos_limits(self, a: _Asked, name: str, q: dict) -> None:
+        nodes_dest = "nodes" if self.req.has("nodes") else "qos"
+        limits = [
+            (
+                "time",
+                "qos-time-limit",
+                q.get("max_walltime") and a.time_s is not None
+                and a.time_s > duration_seconds(q["max_walltime"]),
+                f"--time {self.req.get('time')} exceeds QoS {name}'s {q.get('max_walltime')}",
+            ),
+            (
+                nodes_dest,
+                "qos-node-limit",
+                q.get("max_nodes") and a.nodes > q["max_nodes"],
+                f"{a.nodes} nodes exceed QoS {name}'s {q.get('max_nodes')}",
+            ),
+            (
+                nodes_dest,
+                "qos-node-limit",
+                q.get("min_nodes") and a.nodes < q["min_nodes"],
+                f"QoS {name} needs at least {q.get('min_nodes')} nodes, job asks for {a.nodes}",
+            ),
+            (
+                a.gpu_dest,
+                "qos-gpu-limit",
+                q.get("max_gpus") and a.gpus_per_node * a.nodes > q["max_gpus"],
+                f"{a.gpus_per_node * a.nodes} GPUs exceed QoS {name}'s {q.get('max_gpus')}",
+            ),
+        ]  # fmt: skip
+        for dest, rule, broken, msg in limits:
+            if broken:
+                self.bad(dest, rule, f"sbatch: error: {E_QOS_LIMIT}: {msg}")

@@ -1,15 +1,18 @@
-"""Slurm's command-line grammar for sbatch, srun and salloc, as data for argparse.
+"""Slurm's grammars: the options of sbatch, srun and salloc, their values, and directives.
 
 Slurm parses options with getopt_long: short options take their value attached (``-N1``) or as
 the next word (``-N 1``), long options take ``--opt=value`` or ``--opt value``, and a long option
 may be abbreviated to any unique prefix. argparse implements the same grammar, so each tool's
 option table below becomes an ArgumentParser. Only the options' names and arities are modelled
-here; what the values mean is checked in :mod:`clusterkit.emulate.slurm`.
+here; the grammars of their values (times, memory, GPU counts, node ranges) follow, then the
+way sbatch reads ``#SBATCH`` lines. What the values mean for a site is judged in
+:mod:`clusterkit.emulate.slurm`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -138,6 +141,10 @@ class OptionError(Exception):
     """An option the tool does not know, or one missing its value."""
 
 
+class SlurmValueError(ValueError):
+    """An option value Slurm would refuse to parse."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would print usage and exit(2)
         raise OptionError(message)
@@ -192,6 +199,123 @@ def parse(tool: str, argv: list[str]) -> dict[str, list]:
     parser = build_parser(tool)
     ns = parser.parse_args(argv)
     return {k: v for k, v in vars(ns).items() if v not in (None, [])}
+
+
+def option_message(exc: Exception) -> str:
+    """An OptionError in the words getopt_long (and so sbatch, srun) would use."""
+    msg = str(exc)
+    m = re.match(r"unrecognized arguments: (.*)", msg)
+    if m:
+        return f"unrecognized option '{m[1].split()[0]}'"
+    m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument", msg)
+    if m:
+        return f"option '{m[1]}' requires an argument"
+    m = re.match(r"ambiguous option: (\S+) could match (.*)", msg)
+    if m:
+        return f"option '{m[1]}' is ambiguous; possibilities: {m[2]}"
+    return msg
+
+
+# --------------------------------------------------------------------------- value grammars
+def slurm_time(text: str) -> int | None:
+    """Seconds in a Slurm time limit; None for UNLIMITED/INFINITE.
+
+    Accepted forms (sbatch(1)): "minutes", "minutes:seconds", "hours:minutes:seconds",
+    "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds".
+    """
+    t = text.strip()
+    if t.lower() in {"infinite", "unlimited", "-1"}:
+        return None
+    if re.fullmatch(r"[0:-]+", t) and re.search(r"\d", t):
+        return None  # "A time limit of zero requests that no time limit be imposed" (sbatch(1))
+    m = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?(?::(\d+))?", t)
+    if m:
+        d, h = int(m[1]), int(m[2])
+        mi, s = int(m[3] or 0), int(m[4] or 0)
+        return ((d * 24 + h) * 60 + mi) * 60 + s
+    parts = t.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+        raise SlurmValueError(f"Invalid time specification {text!r}")
+    nums = [int(p) for p in parts]
+    if len(nums) == 1:
+        return nums[0] * 60
+    if len(nums) == 2:
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def slurm_mem_mb(text: str) -> int:
+    """Megabytes in a ``--mem`` value (default unit M; suffixes K, M, G, T)."""
+    m = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip(), re.IGNORECASE)
+    if not m:
+        raise SlurmValueError(f"Invalid --mem specification {text!r}")
+    return math.ceil(int(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])
+
+
+def count_with_type(text: str, what: str) -> tuple[str | None, int]:
+    """``[type:]N`` as used by --gpus, --gpus-per-node, --gpus-per-task."""
+    parts = text.split(":")
+    if len(parts) == 1 and parts[0].isdigit():
+        return None, int(parts[0])
+    if len(parts) == 2 and parts[1].isdigit():
+        return parts[0], int(parts[1])
+    raise SlurmValueError(f"Invalid {what} specification {text!r}")
+
+
+def gres_gpus(text: str) -> tuple[str | None, int]:
+    """GPUs per node in a ``--gres`` list: ``gpu``, ``gpu:N``, ``gpu:type:N``.
+
+    Another name (``nvme:1``) raises: the profiles describe GPUs only, as the generated
+    gres.conf does, and Slurm refuses a generic resource no node has.
+    """
+    gpus_type, gpus = None, 0
+    for item in text.split(","):
+        fields = item.strip().split(":")
+        if fields[0] != "gpu":
+            raise SlurmValueError(
+                f"Invalid generic resource (gres) specification {text!r}: no node has "
+                f"a generic resource named {fields[0]!r} (only gpu)"
+            )
+        if len(fields) == 1:
+            gpus = 1
+        elif len(fields) == 2:
+            if fields[1].isdigit():
+                gpus = int(fields[1])
+            else:
+                gpus_type, gpus = fields[1], 1
+        elif len(fields) == 3 and fields[2].isdigit():
+            gpus_type, gpus = fields[1], int(fields[2])
+        else:
+            raise SlurmValueError(f"Invalid generic resource (gres) specification {text!r}")
+    return gpus_type, gpus
+
+
+def node_range(text: str) -> tuple[int, int]:
+    """``--nodes=N`` or ``--nodes=min-max``."""
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
+    if not m:
+        raise SlurmValueError(f"Invalid node count specification {text!r}")
+    lo = int(m[1])
+    return lo, int(m[2] or lo)
+
+
+def positive_int(text: str, what: str) -> int:
+    if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
+        raise SlurmValueError(f"Invalid {what} specification {text!r}")
+    return int(text)
+
+
+def literal_hint(text: str) -> str:
+    """A note for a directive value that looks like shell: sbatch does not expand it."""
+    if "$" not in text and "`" not in text:
+        return ""
+    return (
+        " (sbatch reads #SBATCH lines as written: no variable, $((...)) or command in them "
+        "is expanded)"
+    )
 
 
 # --------------------------------------------------------------------------- script directives

@@ -18,10 +18,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.emulate import slurm_options
+from clusterkit.emulate import launch_env, slurm_options
+from clusterkit.emulate.body import Context, Placement
+from clusterkit.emulate.launch_env import NodeSet
+from clusterkit.emulate.registry import register_command
+from clusterkit.emulate.report import add_step
 from clusterkit.emulate.script import expand, not_evaluable
-from clusterkit.emulate.slurm import (
-    Shape,
+from clusterkit.emulate.slurm import Shape
+from clusterkit.emulate.slurm_options import (
     SlurmValueError,
     node_range,
     option_message,
@@ -273,3 +277,59 @@ def _place_parts(judge: _Judge, steps: list[Step], shape: Shape) -> None:
             return
         step.first_node = used
         used += step.nodes
+
+
+# --------------------------------------------------------------------------- in a job script
+@register_command("srun", scheduler="slurm")
+def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
+    """An ``srun`` line of a batch script: its steps join the plan, and the program each starts
+    is judged where it runs."""
+    findings, steps = check_steps(ctx.path, line, words[1:], ctx.allocation, ctx.env)
+    ctx.extend(findings)
+    for step in steps:
+        shape = ctx.allocation[step.het_group]
+        nodes = ctx.nodes[step.het_group].part(step.first_node, step.nodes)
+        add_step(
+            ctx.report, step_plan(ctx, step, nodes), _rank_writer(ctx.step_id, step, nodes, shape)
+        )
+        where = Placement("srun", step.tasks_per_node, shape.gpus_per_node, shape.partition)
+        ctx.judge(line, step.command, where)
+    ctx.step_id += 1 if steps else 0
+
+
+def step_plan(ctx: Context, step: Step, nodes: NodeSet) -> dict:
+    plan = {
+        "line": step.line,
+        "launcher": "srun",
+        "nodes": nodes.count,
+        "nodelist": nodes.compressed,
+        "ntasks": step.ntasks,
+        "tasks_per_node": step.tasks_per_node,
+        "cpus_per_task": step.cpus_per_task,
+        "command": step.command,
+    }
+    if len(ctx.allocation) > 1:
+        plan["het_group"] = step.het_group
+    return plan
+
+
+def _rank_writer(step_id: int, step: Step, nodes: NodeSet, shape: Shape):
+    """The function that writes out a step's first ranks, each with what srun gives it."""
+
+    def ranks(limit: int) -> list[dict]:
+        out = []
+        for rank in range(min(limit, step.ntasks)):
+            env = launch_env.srun_rank_env(
+                step_id=step_id,
+                nodes=nodes,
+                ntasks=step.ntasks,
+                tasks_per_node=step.tasks_per_node,
+                rank=rank,
+                cpus_per_task=step.cpus_per_task,
+                gpus_per_node=shape.gpus_per_node,
+            )
+            node, local = int(env["SLURM_NODEID"]), int(env["SLURM_LOCALID"])
+            out.append({"rank": rank, "node": nodes.name(node), "local_rank": local, "env": env})
+        return out
+
+    return ranks

@@ -83,8 +83,7 @@ def check_profiles() -> Result:
 
 def check_jobs() -> Result:
     from clusterkit import contracts
-    from clusterkit.emulate import lsf
-    from clusterkit.emulate.jobcheck import check_slurm_script
+    from clusterkit.emulate.checkjob import check_job_file
     from clusterkit.lint import contracts_tool
     from clusterkit.profiles import load_site, profile_paths
 
@@ -100,12 +99,10 @@ def check_jobs() -> Result:
             site = load_site(site_dir.name)
             for path in sorted(p for p in site_dir.rglob("*") if p.is_file()):
                 text = path.read_text(encoding="utf-8", errors="replace")
-                if "#SBATCH" in text and site.scheduler == "slurm":
-                    report = check_slurm_script(path, site)
-                elif "#BSUB" in text and site.scheduler == "lsf":
-                    report = lsf.check_lsf_script(path, site)
-                else:
+                directive = {"slurm": "#SBATCH", "lsf": "#BSUB"}[site.scheduler]
+                if directive not in text:
                     continue
+                report = check_job_file(path, site)
                 count += 1
                 r.findings += report.errors
     finally:

@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 
 from clusterkit.emulate import slurm as emu_slurm
-from clusterkit.emulate.jobcheck import check_slurm_script
+from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import read_script
+from clusterkit.emulate.slurm_request import job_request
 from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +75,7 @@ def shim_verdict(script: Path, site: str) -> tuple[bool, str]:
 def shim_submission_verdict(script: Path, site: str) -> tuple[bool, str]:
     """(accepted, messages) from the emulator's checks of the #SBATCH lines alone -- what
     ``sbatch`` itself judges (the body's modules and launchers are not Slurm's business)."""
-    req = emu_slurm.job_request(read_script(script))
+    req = job_request(read_script(script))
     findings, _ = emu_slurm.check_job(req, load_site(site))
     errors = [f for f in findings if f.level == "error"]
     return not errors, "; ".join(str(f) for f in errors) or "no errors"

@@ -1,0 +1,102 @@
+"""Judges register here by name; the core looks them up and imports none of them.
+
+A scheduler judge (``@register_scheduler("slurm")``) judges a whole job script of a site whose
+profile names that scheduler. A command judge (``@register_command("srun")``) judges one command
+of a script's body: a launcher, a wrapper that starts another command, a program, ``module``.
+A command judge that belongs to one scheduler says so (``scheduler="lsf"`` for ``jsrun``), and
+is then used only on that scheduler's sites. The judges live in the modules of
+:data:`JUDGE_MODULES`, imported on the first look-up (the way ReFrame loads its schedulers and
+launchers), so that no judge imports another and the core imports none.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+JUDGE_MODULES = (
+    "clusterkit.emulate.sbatch",
+    "clusterkit.emulate.srun",
+    "clusterkit.emulate.lsf",
+    "clusterkit.emulate.jsrun",
+    "clusterkit.emulate.ddl",
+    "clusterkit.emulate.containers",
+    "clusterkit.emulate.modules",
+    "clusterkit.emulate.programs",
+)
+
+
+@dataclass(frozen=True)
+class CommandJudge:
+    name: str
+    judge: Callable  # (context, line, words, placement) -> None; words[0] is the command
+    scheduler: str | None = None  # the scheduler whose launcher this is, if it is one
+
+
+_COMMANDS: dict[str, CommandJudge] = {}
+_SCHEDULERS: dict[str, Callable] = {}
+_SNIPPETS: dict[str, Callable] = {}
+_loaded = False
+
+
+def register_command(*names: str, scheduler: str | None = None):
+    """Decorator: ``fn(context, line, words, placement)`` judges commands called ``names``
+    (``words[0]`` is the command as written)."""
+
+    def add(fn: Callable) -> Callable:
+        for name in names:
+            _COMMANDS[name] = CommandJudge(name, fn, scheduler)
+        return fn
+
+    return add
+
+
+def register_scheduler(kind: str):
+    """Decorator: ``fn(path, site, argv, text, first_line) -> Report`` judges whole scripts."""
+
+    def add(fn: Callable) -> Callable:
+        _SCHEDULERS[kind] = fn
+        return fn
+
+    return add
+
+
+def register_snippet_job(kind: str):
+    """Decorator: ``fn(site, report) -> Context``, the job a command shown on its own (a page
+    snippet) is judged in on a site of that scheduler."""
+
+    def add(fn: Callable) -> Callable:
+        _SNIPPETS[kind] = fn
+        return fn
+
+    return add
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for name in JUDGE_MODULES:
+            importlib.import_module(name)
+
+
+def command(name: str) -> CommandJudge | None:
+    """The judge of a command (``python3.11`` is judged as ``python``), or None."""
+    _load()
+    return _COMMANDS.get("python" if name.startswith("python") else name)
+
+
+def scheduler(kind: str) -> Callable:
+    _load()
+    return _SCHEDULERS[kind]
+
+
+def snippet_job(kind: str) -> Callable:
+    _load()
+    return _SNIPPETS[kind]
+
+
+def commands() -> dict[str, CommandJudge]:
+    _load()
+    return dict(_COMMANDS)

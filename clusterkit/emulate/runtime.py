@@ -1,0 +1,154 @@
+"""What the shims share when they run a job here: the site, the scaled-down shape of the run,
+the shell environment (the shims on PATH, a stand-in conda, a real Lmod where installed), and
+the running and waiting of processes with the signals forwarded as the real tools forward them.
+
+A job runs scaled down to at most ``CLUSTERKIT_MAX_RANKS`` processes (default 2) on logical
+nodes that all resolve to this machine; its allocation travels to the launchers it starts in
+``CLUSTERKIT_ALLOC`` (Slurm) or ``CLUSTERKIT_LSF`` (LSF), as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from clusterkit.emulate import shimdir
+from clusterkit.profiles import ProfileError, Site, load_site, profile_paths
+
+ALLOC_VAR = "CLUSTERKIT_ALLOC"  # the allocation of a Slurm job running here
+LSF_VAR = "CLUSTERKIT_LSF"  # the allocation of an LSF job running here
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+
+
+def note(tool: str, msg: str) -> None:
+    print(f"[{tool} emulator] {msg}", file=sys.stderr, flush=True)
+
+
+def current_site(tool: str) -> Site:
+    name = os.environ.get("CLUSTERKIT_SITE")
+    if not name:
+        alloc = os.environ.get(ALLOC_VAR)
+        name = json.loads(alloc)["site"] if alloc else None
+    if not name:
+        known = ", ".join(p.stem for p in profile_paths())
+        print(
+            f"{tool}: error: set CLUSTERKIT_SITE to the site whose rules apply ({known})",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    try:
+        return load_site(name)
+    except ProfileError as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(1)
+
+
+def max_ranks() -> int:
+    return max(1, int(os.environ.get("CLUSTERKIT_MAX_RANKS", "2")))
+
+
+def run_node_names(count: int) -> list[str]:
+    """Logical node names for a local run; every one resolves to this machine."""
+    names = ["localhost"] + [f"127.0.0.{i}" for i in range(2, count + 1)]
+    return names[:count]
+
+
+def scaled(nodes: int, tasks_per_node: int) -> tuple[int, int]:
+    """(nodes, tasks per node) of the local run: at most max_ranks() processes in all.
+
+    Several ranks per node stay on one logical node (so ranks that pick ports by their local
+    index, as TensorFlow's Slurm resolver does, do not collide); jobs of one rank per node keep
+    two logical nodes, so that the per-node environment (SLURM_NODEID, ...) is exercised.
+    """
+    limit = max_ranks()
+    if nodes == 1 or tasks_per_node >= limit:
+        return 1, max(1, min(tasks_per_node, limit))
+    run_nodes = min(nodes, limit)
+    return run_nodes, max(1, min(tasks_per_node, limit // run_nodes))
+
+
+def wait_forwarding(proc: subprocess.Popen) -> int:
+    """Wait for the batch shell, forwarding USR1/TERM to it as slurmd forwards --signal=B:."""
+
+    def forward(signum, _frame):
+        try:
+            os.kill(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        return proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def shell_env() -> dict[str, str]:
+    """PATH with the shims first, a stand-in conda installation, and a real Lmod ``module``
+    function where Lmod is installed."""
+    shims = shimdir.ensure()
+    env = {"PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if "CONDA_ROOT" not in os.environ:
+        env["CONDA_ROOT"] = str(shimdir.conda_root(shims))
+    site = os.environ.get("CLUSTERKIT_SITE") or json.loads(os.environ.get(ALLOC_VAR, "{}")).get(
+        "site"
+    )
+    if LMOD_INIT.is_file() and site and not os.environ.get("CLUSTERKIT_NO_LMOD"):
+        from clusterkit import lmod
+
+        env["BASH_ENV"] = str(LMOD_INIT)
+        env["MODULEPATH"] = str(lmod.ensure_modulefiles(load_site(site)))
+        env["LMOD_SHORT_TIME"] = "86400"
+    return env
+
+
+def run_ranks(command: list[str], envs: list[dict[str, str]], prefixes: list[str]) -> int:
+    """Start one process per env; copy their output line by line (so that lines of different
+    ranks never interleave), forward USR1/TERM/INT; the largest exit status wins."""
+    lock = threading.Lock()
+    procs = []
+    pumps = []
+
+    def pump(stream, sink, prefix):
+        for line in stream:
+            with lock:
+                sink.write(prefix + line)
+                sink.flush()
+
+    for env, prefix in zip(envs, prefixes, strict=True):
+        try:
+            proc = subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        except OSError as exc:
+            print(f"{command[0]}: {exc.strerror}", file=sys.stderr)
+            for p in procs:
+                p.kill()
+            return 127
+        procs.append(proc)
+        for stream, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+            t = threading.Thread(target=pump, args=(stream, sink, prefix), daemon=True)
+            t.start()
+            pumps.append(t)
+
+    def forward(signum, _frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)}
+    try:
+        codes = [p.wait() for p in procs]
+        for t in pumps:
+            t.join(timeout=5)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    failed = [c for c in codes if c]
+    return max(failed, key=abs) if failed else 0

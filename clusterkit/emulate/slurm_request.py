@@ -1,0 +1,205 @@
+"""A Slurm job request: what a script's ``#SBATCH`` lines and the command line ask for.
+
+sbatch first refuses a script it will not read at all (empty, no ``#!``, NUL bytes, DOS line
+breaks); then it reads the directives (:func:`clusterkit.emulate.slurm_options.read_directives`)
+and the command line, which wins. Each value remembers the line it came from, so that a finding
+names it. A heterogeneous job (``#SBATCH hetjob``) is one request per component, each taking
+Slurm's propagated options from the one before it. A value the site's docs print as a
+placeholder (``--time=<upper_bound>``) stands for the reader's own and is set aside unjudged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterkit.emulate import slurm_options
+from clusterkit.emulate.script import JobScript
+from clusterkit.errors import Finding
+
+
+def script_refusals(script: JobScript) -> list[Finding]:
+    """What sbatch refuses before it reads a single option, in its order (sbatch.c,
+    _get_script_buffer; it stops at the first): an empty script, one of whitespace only, one
+    whose first line is not ``#!``, one holding a NUL byte, one with DOS line breaks. Only a
+    file is judged so: a page snippet is part of a script."""
+    src, text = script.source, script.text
+    if not src.from_file:
+        return []
+    checks = [
+        (src.empty, 0, "script-empty", "Batch script is empty!"),
+        (not text.strip(), 1, "script-empty", "Batch script contains only whitespace!"),
+        (
+            not text.startswith("#!"),
+            1,
+            "script-shebang",
+            "This does not look like a batch script.  The first line must start with #! "
+            "followed by the path to an interpreter. For instance: #!/bin/sh",
+        ),
+        (
+            src.nul_line > 0,
+            src.nul_line,
+            "script-null",
+            "The Slurm controller does not allow scripts that contain a NULL character '\\0'.",
+        ),
+        (
+            src.crlf_line > 0,
+            src.crlf_line,
+            "script-dos-line-breaks",
+            "Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line "
+            "breaks (\\n).",
+        ),
+    ]
+    for refused, line, rule, message in checks:
+        if refused:
+            return [Finding(script.path, line, rule, f"sbatch: error: {message}")]
+    return []
+
+
+@dataclass(frozen=True)
+class Value:
+    """An option's value and where it was given (script line, or 0 for the command line)."""
+
+    text: str
+    line: int
+
+
+@dataclass
+class JobRequest:
+    path: Path
+    options: dict[str, Value] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    # options given as one of the site docs' placeholders (--time=<upper_bound>): not judged
+    placeholders: dict[str, Value] = field(default_factory=dict)
+
+    def get(self, dest: str) -> str | None:
+        v = self.options.get(dest)
+        return v.text if v else None
+
+    def line(self, dest: str) -> int:
+        v = self.options.get(dest) or self.placeholders.get(dest)
+        return v.line if v else 0
+
+    def has(self, dest: str) -> bool:
+        return dest in self.options
+
+
+def _merge(
+    req: JobRequest, parsed: dict[str, list], line: int, placeholders: tuple[str, ...] = ()
+) -> None:
+    for dest, values in parsed.items():
+        if dest in {"script", "script_args", "command"}:
+            continue
+        value = Value("" if values[-1] is True else str(values[-1]), line)
+        # an account placeholder stays: the site's account rule accepts it, and SLURM_JOB_ACCOUNT
+        # shows it; another stands for a value the reader fills in, and is not judged
+        if value.text in placeholders and dest != "account":
+            req.placeholders[dest] = value
+            req.options.pop(dest, None)
+        else:
+            req.options[dest] = value
+            req.placeholders.pop(dest, None)
+
+
+# Options a component of a heterogeneous job takes from the one before it unless it sets its
+# own (Slurm, "Heterogeneous Job Support": the propagated options).
+HET_PROPAGATED = frozenset(
+    """account acctg_freq begin cluster_constraint clusters comment deadline delay_boot
+    dependency distribution error export export_file exclude get_user_env gid hold ignore_pbs
+    immediate input job_name mcs_label mem no_requeue nice no_kill output parsable priority
+    profile propagate qos quiet reboot reservation requeue signal time test_only time_min uid
+    verbose wait wait_all_nodes wckey chdir""".split()
+)
+
+
+def job_requests(
+    script: JobScript,
+    argv: list[str] | None = None,
+    tool: str = "sbatch",
+    placeholders: tuple[str, ...] = (),
+) -> list[JobRequest]:
+    """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
+    directives, then the command line, which wins. Findings about the script's directives as a
+    whole (lines sbatch skips, the old #SLURM prefix) go with the first."""
+    found = slurm_options.read_directives(script.text, placeholders)
+    reqs: list[JobRequest] = []
+    for k in range(found.components):
+        req = JobRequest(script.path)
+        if reqs:
+            before = reqs[-1].options
+            req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
+        for d in (d for d in found.read if d.component == k):
+            _merge_directive(req, d, tool, placeholders)
+        reqs.append(req)
+    if argv:
+        try:
+            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0, placeholders)
+        except slurm_options.OptionError as exc:
+            reqs[0].findings.append(
+                Finding(
+                    "<command line>",
+                    0,
+                    "sbatch-option",
+                    f"{tool}: {slurm_options.option_message(exc)}",
+                )
+            )
+    reqs[0].findings[:0] = _directive_notes(script.path, found, tool)
+    return reqs
+
+
+def job_request(
+    script: JobScript, argv: list[str] | None = None, tool: str = "sbatch"
+) -> JobRequest:
+    """The request of the first (usually the only) component."""
+    return job_requests(script, argv, tool)[0]
+
+
+def _merge_directive(
+    req: JobRequest, d: slurm_options.SbatchDirective, tool: str, placeholders: tuple[str, ...]
+) -> None:
+    if d.problem:
+        message = f"{tool}: fatal: line {d.line}: {d.problem}"
+        req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
+        return
+    try:
+        parsed = slurm_options.parse(tool, list(d.words))
+    except slurm_options.OptionError as exc:
+        req.findings.append(
+            Finding(
+                req.path, d.line, "sbatch-option", f"{tool}: {slurm_options.option_message(exc)}"
+            )
+        )
+        return
+    stray = parsed.get("script") or parsed.get("command")  # a word that is not an option
+    if stray:
+        word = stray if isinstance(stray, str) else stray[0]
+        message = f"{tool}: error: Invalid directive found in batch script: {word}"
+        req.findings.append(Finding(req.path, d.line, "sbatch-option", message))
+    _merge(req, parsed, d.line, placeholders)
+
+
+def _directive_notes(path: Path, found: slurm_options.Directives, tool: str) -> list[Finding]:
+    """Warnings for what sbatch does not read as a reader would expect."""
+    notes = [
+        Finding(
+            path,
+            line,
+            "directive-ignored",
+            f"{tool} ignores this line ({why}): it reads #SBATCH lines that start in the first "
+            "column, before the first command, and nothing else; what it asks for is lost",
+            level="warning",
+        )
+        for line, why in found.ignored
+    ]
+    if found.old_prefix_line:
+        notes.append(
+            Finding(
+                path,
+                found.old_prefix_line,
+                "directive-prefix",
+                f"{tool}: error: Change from #SLURM to #SBATCH in your script and verify the "
+                "options are valid in sbatch",
+                level="warning",
+            )
+        )
+    return notes
