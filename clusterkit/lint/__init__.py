@@ -9,6 +9,8 @@
   ``sacctmgr`` and Lmod output, as a reviewed diff and a proposal;
 * :mod:`~clusterkit.lint.coverage`: how each code block was tested (the generated
   ``docs/reference/test-coverage.md``);
+* :mod:`~clusterkit.lint.content`: what pages and job-script comments say, against the
+  trainers' help and the pages' headings; pinned installs; bindings against loader workers;
 * :mod:`~clusterkit.lint.fast`: all static checks in one quick command;
 * :mod:`~clusterkit.lint.pages`: the page and shell readers they share.
 
