@@ -22,9 +22,10 @@ def test_option_pages_show_every_option_of_the_trainer(name):
     negated = {f for f in shown if f.startswith("--no-") and "--" + f[5:] in shown}
     assert shown - {"--help"} - negated == {f for f in source if f.startswith("--")}
     helps = {f: a.help for a in parser._actions for f in a.option_strings}
-    assert helps["--batch-size"] == trainer_help.options(trainer_parsers.TRAINERS[name])[
-        "--batch-size"
-    ].help
+    assert (
+        helps["--batch-size"]
+        == trainer_help.options(trainer_parsers.TRAINERS[name])["--batch-size"].help
+    )
 
 
 def test_rst_markup_is_escaped():
