@@ -18,6 +18,7 @@ extensions = [
     "sphinx_tabs.tabs",
     "sphinx_copybutton",
     "sphinx.ext.doctest",
+    "sphinxarg.ext",  # sphinx-argparse: the trainers' option pages
     "clusterkit.sphinxext",
 ]
 
@@ -84,6 +85,13 @@ def _site_substitutions() -> dict[str, str]:
             out[f"{key}_cpu"] = node.cpu
             if part.max_nodes:
                 out[f"{key}_max_nodes"] = str(part.max_nodes)
+            if part.size:
+                out[f"{key}_nodes"] = str(part.size)
+            gpu = node.raw.get("gpus") or {}
+            if gpu.get("interconnect"):
+                out[f"{key}_gpu_interconnect"] = gpu["interconnect"]
+            if gpu.get("memory_gb"):
+                out[f"{key}_gpu_memory_gb"] = f"{gpu['memory_gb']:g}"
     return out
 
 

@@ -161,7 +161,7 @@ def tests(session: nox.Session) -> None:
             "clusterkit.lint.coverage",
             *(arg for log in logs for arg in ("--log", log)),
             "--write",
-            str(ROOT / "docs" / "reference" / "test-coverage.md"),
+            str(ROOT / "docs" / "project" / "test-coverage.md"),
             "--check",
         )
 

@@ -308,6 +308,23 @@ def check_shell_text(
 COMMAND_CHECKERS: dict = {}
 
 
+def _check_salloc(page: str, line: int, words: list[str], site: Site) -> list[Finding]:
+    """An allocation request is judged like a batch job with the same options."""
+    from clusterkit.emulate import slurm_options
+
+    argv = words[1:]
+    try:
+        parsed = slurm_options.parse("salloc", argv)
+    except slurm_options.OptionError as exc:
+        return [Finding(page, line, "salloc-option", str(exc))]
+    opts = argv[: len(argv) - len(parsed.get("command") or [])]
+    report = check_slurm_script(page, site, opts, text="#!/bin/bash\n", first_line=line)
+    return [Finding(page, line, f.rule, f.message) for f in report.errors]
+
+
+COMMAND_CHECKERS["salloc"] = _check_salloc
+
+
 def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:
     files = [a for a in args if not a.startswith("-")]
     if not files:

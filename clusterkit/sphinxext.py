@@ -199,6 +199,31 @@ class SiteStatus(SphinxDirective):
         return [node]
 
 
+def _results_table(rows) -> nodes.table:
+    headers = ["Site", "Nodes", "GPUs", "Metric", "Value", "Date", "Kind", "Source"]
+    table_rows = []
+    for r in sorted(rows, key=lambda r: (r.site, r.data.get("gpus", 0), r.metric)):
+        value = f"{r.value:g} {r.unit}"
+        if r.data.get("approx"):
+            value = "about " + value
+        kind = r.kind
+        if r.kind == "measured" and r.is_stale():
+            kind += " (stale)"
+        table_rows.append(
+            [
+                r.site,
+                str(r.data.get("nodes", "")),
+                str(r.data.get("gpus", "")),
+                r.metric,
+                value,
+                r.data.get("date", "not given"),
+                kind,
+                r.source["title"],
+            ]
+        )
+    return _table(headers, table_rows)
+
+
 class ResultsTable(SphinxDirective):
     """Recorded figures for a benchmark (optionally one site), each with its source."""
 
@@ -221,28 +246,52 @@ class ResultsTable(SphinxDirective):
             raise self.error(str(exc)) from None
         if not rows:
             raise self.error(f"no recorded results for {self.arguments[0]!r}")
-        headers = ["Site", "Nodes", "GPUs", "Metric", "Value", "Date", "Kind", "Source"]
-        table_rows = []
-        for r in sorted(rows, key=lambda r: (r.site, r.data.get("gpus", 0), r.metric)):
-            value = f"{r.value:g} {r.unit}"
-            if r.data.get("approx"):
-                value = "about " + value
-            kind = r.kind
-            if r.kind == "measured" and r.is_stale():
-                kind += " (stale)"
-            table_rows.append(
-                [
-                    r.site,
-                    str(r.data.get("nodes", "")),
-                    str(r.data.get("gpus", "")),
-                    r.metric,
-                    value,
-                    r.data.get("date", "not given"),
-                    kind,
-                    r.source["title"],
-                ]
+        return [_results_table(rows)]
+
+
+class ResultsPlot(SphinxDirective):
+    """A scaling plot of one benchmark's recorded results, drawn at build time, with a caption
+    that says where and on what each series was measured, and the table of the same figures."""
+
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {
+        "metric": directives.unchanged,
+        "site": directives.unchanged,
+        "kind": directives.unchanged,
+        "no-table": directives.flag,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit import results as res
+        from clusterkit import results_plot
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        metric = self.options.get("metric", "throughput")
+        try:
+            rows = res.select(
+                res.load_all(),
+                self.arguments[0],
+                self.options.get("site"),
+                self.options.get("kind"),
             )
-        return [_table(headers, table_rows)]
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        rows = [r for r in rows if r.metric == metric and r.data.get("gpus")]
+        if not rows:
+            raise self.error(f"no recorded {metric} results with GPUs for {self.arguments[0]!r}")
+        figure = nodes.container(classes=["results-plot"])
+        figure += nodes.raw("", results_plot.scaling_svg(rows, metric), format="html")
+        caption = nodes.paragraph(classes=["results-plot-caption"])
+        caption += nodes.Text(
+            f"{self.arguments[0]}, {metric} against GPUs, drawn from results/ when this page was "
+            "built. " + " ".join(results_plot.where_measured(rows))
+        )
+        figure += caption
+        out: list[nodes.Node] = [figure]
+        if "no-table" not in self.options:
+            out.append(_results_table(rows))
+        return out
 
 
 class LastVerified(SphinxDirective):
@@ -310,5 +359,6 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
     app.add_directive("results-table", ResultsTable)
+    app.add_directive("results-plot", ResultsPlot)
     app.add_directive("last-verified", LastVerified)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

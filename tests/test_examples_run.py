@@ -26,9 +26,11 @@ RUNS = [
     ("bede", "bede/first-job.sbatch", "pytorch/train_resnet.py", 2),
     ("archer2", "archer2/pytorch-1gpu.slurm", "pytorch/train_resnet.py", 1),
     ("archer2", "archer2/first-tf-job.slurm", "tensorflow/train_resnet_keras.py", 2),
+    ("bede", "bede/pytorch-ddp-gh200-multinode.sbatch", "pytorch/train_resnet.py", 2),
 ]
-# bede/tensorflow-multinode.sbatch is not run here: it starts one worker per node, and the
-# emulator runs every node on this one machine, so both workers would listen on one port.
+# bede/tensorflow-multinode.sbatch and bede/tensorflow-container-gh200-multinode.sbatch are not
+# run here: they start one worker per node, and the emulator runs every node on this one
+# machine, so both workers would listen on one port.
 
 
 @pytest.mark.parametrize(("site", "script", "trainer", "ranks"), RUNS, ids=[r[1] for r in RUNS])

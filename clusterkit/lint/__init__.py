@@ -8,7 +8,9 @@
 * :mod:`~clusterkit.lint.refresh`: a site profile refreshed from live ``scontrol``,
   ``sacctmgr`` and Lmod output, as a reviewed diff and a proposal;
 * :mod:`~clusterkit.lint.coverage`: how each code block was tested (the generated
-  ``docs/reference/test-coverage.md``);
+  ``docs/project/test-coverage.md``);
+* :mod:`~clusterkit.lint.content`: what pages and job-script comments say, against the
+  trainers' help and the pages' headings; pinned installs; bindings against loader workers;
 * :mod:`~clusterkit.lint.fast`: all static checks in one quick command;
 * :mod:`~clusterkit.lint.pages`: the page and shell readers they share.
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from clusterkit.lint import pages as P
 from clusterkit.profiles import ROOT
 
-DEFAULT_PAGE = ROOT / "docs" / "reference" / "test-coverage.md"
+DEFAULT_PAGE = ROOT / "docs" / "project" / "test-coverage.md"
 HOWS = {
     "executed": "run (Python, one namespace per page)",
     "emulated-job": "job script judged by the scheduler emulator against its site's profile",

@@ -15,6 +15,8 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
   and examples uses known flags with valid values;
 * ``inventories``: every ``module`` command names a module its site lists;
 * ``coverage``: every code block of the pages has a route to a test, or a reason (static);
+* ``content``: what pages and comments say against the trainers' help, cited headings, pinned
+  installs and images, rank bindings against loader workers (:mod:`clusterkit.lint.content`);
 * ``shellcheck``: every shell example and every shell block of the pages;
 * ``sphinx``: ``sphinx-build -b dummy -W -n`` (references, toctrees, directives), run in
   parallel with the rest; skipped, saying so, where Sphinx is not installed.
@@ -48,6 +50,7 @@ CHECKS = [
     "contracts",
     "inventories",
     "coverage",
+    "content",
     "shellcheck",
     "sphinx",
 ]
@@ -155,6 +158,15 @@ def check_coverage() -> Result:
     return r
 
 
+def check_content() -> Result:
+    from clusterkit.lint import content
+
+    r = Result("content")
+    r.findings = content.lint_all()
+    r.summary = ", ".join(content.CHECKS)
+    return r
+
+
 def _shellcheck(source: str) -> str:
     proc = subprocess.run(
         ["shellcheck", "--shell=bash", "--format=gcc", "-"],
@@ -241,6 +253,7 @@ RUNNERS: dict[str, Callable[[], Result]] = {
     "contracts": check_contracts,
     "inventories": check_inventories,
     "coverage": check_coverage,
+    "content": check_content,
     "shellcheck": check_shellcheck,
 }
 

@@ -31,6 +31,7 @@ OPAQUE_DIRECTIVES = {
     "site-facts",
     "site-status",
     "results-table",
+    "results-plot",
     "last-verified",
     "block-coverage",
     "mermaid",
