@@ -1,0 +1,115 @@
+"""The manifest of the published-scripts corpus (``tests/corpus/published/manifest.yaml``).
+
+One entry per script: where it was published (repo, commit, path, line), its site, and the
+expected verdict -- for Slurm, what ``sbatch --test-only`` on the cluster generated from the
+profile answered; for LSF, reasoned from the site's documented limits (``scheduler_says``
+then gives that reasoning). ``errors`` lists each problem a correct checker must report as
+an error (``rule``, ``line``, ``what``); ``reason`` and ``emulator_today`` record a known
+disagreement of today's emulator with the expected verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from clusterkit.profiles import ROOT, Site
+
+CORPUS = ROOT / "tests" / "corpus" / "published"
+MANIFEST = CORPUS / "manifest.yaml"
+HEADER = """\
+# Job scripts published in the sites' own documentation repositories, with the verdict a
+# correct checker gives. Written by `python -m clusterkit.lint.published CHECKOUT...` (entries
+# and files) and by hand (verdicts, errors, reasons); see clusterkit/lint/published_manifest.py.
+"""
+VERDICTS = {"accept", "refuse"}
+
+
+def load(path: Path = MANIFEST) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def dump(manifest: dict, path: Path = MANIFEST) -> None:
+    body = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True, width=100)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + body, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- placeholders
+ACCOUNT_DIRECTIVE = re.compile(
+    r"^(?P<head>[ \t]*#(?:SBATCH|BSUB)[ \t]+(?:--account[= ]|-A[ \t]*|-P[ \t]+))"
+    r"(?P<value>\[[^\]\n]*\]|<<[^>\n]*>>|<[^>\n]*>|\S+)",
+    re.M,
+)
+PLACEHOLDER_SHAPE = re.compile(r"^(\[.*\]|<.*>|[xX]{3,}|X+Y+)$")
+
+
+def is_account_placeholder(value: str, site: Site) -> bool:
+    """A stand-in the reader is meant to replace: one the profile lists, or one shaped like
+    ``[budget code]``, ``<project>``, ``<<your account>>``, ``xxx``."""
+    return value in site.account.get("placeholders", ()) or bool(PLACEHOLDER_SHAPE.match(value))
+
+
+def fill_placeholders(text: str, site: Site) -> tuple[str, dict[str, str]]:
+    """The script with each account placeholder of its directives replaced by the profile's
+    example account, and what was replaced."""
+    example = site.account["example"]
+    filled: dict[str, str] = {}
+
+    def sub(m: re.Match) -> str:
+        value = m["value"]
+        if value == example or not is_account_placeholder(value, site):
+            return m[0]
+        filled[value] = example
+        return m["head"] + example
+
+    return ACCOUNT_DIRECTIVE.sub(sub, text), filled
+
+
+# --------------------------------------------------------------------------- Slurm's words
+def verdict(accepted: bool) -> str:
+    return "accept" if accepted else "refuse"
+
+
+def normalise(says: str) -> str:
+    """Slurm's answer without what changes from run to run (job id, start time)."""
+    says = re.sub(r"Job \d+ to start at \S+ ", "", says)
+    return " ".join(says.split())
+
+
+def record(manifest: dict, observed: list[dict]) -> int:
+    """Write observed Slurm verdicts into the entries; return how many changed."""
+    by_file = {e["file"]: e for e in manifest["scripts"]}
+    changed = 0
+    for obs in observed:
+        entry = by_file[obs["file"]]
+        slurm = {"verdict": obs["verdict"], "says": obs["says"]}
+        if obs.get("placeholders"):
+            slurm["placeholders"] = obs["placeholders"]
+            slurm["as_published"] = obs["as_published"]
+        if entry.get("slurm") != slurm or entry.get("expected") != obs["verdict"]:
+            changed += 1
+        entry["slurm"] = slurm
+        entry["expected"] = obs["verdict"]
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Record Slurm's verdicts in the manifest.")
+    ap.add_argument("--record", type=Path, required=True, help="JSON lines from the slurm test")
+    args = ap.parse_args(argv)
+    lines = args.record.read_text(encoding="utf-8").splitlines()
+    manifest = load()
+    changed = record(manifest, [json.loads(line) for line in lines if line.strip()])
+    dump(manifest)
+    print(f"{changed} entries changed", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
