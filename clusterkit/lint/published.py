@@ -55,9 +55,16 @@ class Published:
 
     @property
     def form(self) -> str:
-        """``script`` when it starts with ``#!`` (a whole file), else ``fragment`` (an excerpt)."""
-        first = next((ln for ln in self.text.splitlines() if ln.strip()), "")
-        return "script" if first.startswith("#!") else "fragment"
+        """``script`` for a whole job script: it starts with ``#!`` (LSF reads one without it
+        when it names a project and a walltime) and leaves nothing out; ``excerpt`` for a
+        piece of one (no ``#!``, or a ``...`` line standing for what is left out)."""
+        lines = [ln.strip() for ln in self.text.splitlines() if ln.strip()]
+        if any(ln in {"...", "# ..."} for ln in lines):
+            return "excerpt"
+        if lines[0].startswith("#!"):
+            return "script"
+        options = set(re.findall(r"^#BSUB\s+(-\w+)", self.text, re.M))
+        return "script" if self.scheduler == "lsf" and {"-P", "-W"} <= options else "excerpt"
 
     @property
     def digest(self) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from clusterkit.lint import published_manifest as M
 
 THRESHOLD = 0.95
-LIMIT_S = 20.0  # per script; the whole machine should take well under a second
+LIMIT_S = 15.0  # per script; the whole machine should take well under a second
 
 
 @dataclass

@@ -34,8 +34,13 @@ def load(path: Path = MANIFEST) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
 
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data) -> bool:  # equal entries are written out, not aliased
+        return True
+
+
 def dump(manifest: dict, path: Path = MANIFEST) -> None:
-    body = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(manifest, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(HEADER + body, encoding="utf-8")
 
@@ -46,12 +51,12 @@ ACCOUNT_DIRECTIVE = re.compile(
     r"(?P<value>\[[^\]\n]*\]|<<[^>\n]*>>|<[^>\n]*>|\S+)",
     re.M,
 )
-PLACEHOLDER_SHAPE = re.compile(r"^(\[.*\]|<.*>|[xX]{3,}|X+Y+)$")
+PLACEHOLDER_SHAPE = re.compile(r"^(\[.*\]|<.*>|[xX]{3,}|X+Y+|project[0-9]*)$", re.I)
 
 
 def is_account_placeholder(value: str, site: Site) -> bool:
     """A stand-in the reader is meant to replace: one the profile lists, or one shaped like
-    ``[budget code]``, ``<project>``, ``<<your account>>``, ``xxx``."""
+    ``[budget code]``, ``<project>``, ``<<your account>>``, ``xxx``, ``project123``."""
     return value in site.account.get("placeholders", ()) or bool(PLACEHOLDER_SHAPE.match(value))
 
 
