@@ -48,10 +48,17 @@ def source_link(entry: dict, line: int = 0) -> str:
     return f"[{cell(entry['path'])}:{line}{col}]({url})"
 
 
+def code(text: str) -> str:
+    """Text as inline code in a table cell: shown as the tool printed it."""
+    text = " ".join(str(text).split()).replace("`", "'").replace("|", "\\|")
+    return f"`{text}`"
+
+
 def scheduler_says(entry: dict) -> str:
+    """A table cell: Slurm's own words, or the reasoning behind an LSF verdict."""
     if entry["scheduler"] == "lsf":
-        return entry["lsf"]["reasoning"]
-    return entry["slurm"]["says"]
+        return cell(entry["lsf"]["reasoning"])
+    return code(entry["slurm"]["says"])
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -64,7 +71,7 @@ def _error_rows(entries: list[dict], key: str, says: bool = True) -> list[list[s
     for e in entries:
         for err in e.get(key, []):
             row = [load_site(e["site"]).title, source_link(e, err["line"]), cell(err["what"])]
-            rows.append(row + ([cell(scheduler_says(e))] if says else []))
+            rows.append(row + ([scheduler_says(e)] if says else []))
     return rows
 
 
@@ -75,7 +82,7 @@ def _excerpt_rows(entries: list[dict]) -> list[list[str]]:
             load_site(e["site"]).title,
             source_link(e),
             cell("; ".join(err["what"] for err in e["errors"])),
-            cell(scheduler_says(e)),
+            scheduler_says(e),
         ]
         for e in entries
     ]
@@ -109,9 +116,14 @@ def _placeholders(entries: list[dict]) -> list[list[str]]:
         for value in record.get("placeholders", {}):
             seen[(e["site"], value)] += 1
             published = record.get("as_published", {})
-            said.setdefault((e["site"], value), published.get("says", "(no scheduler left to ask)"))
+            said.setdefault((e["site"], value), published.get("says", ""))
     return [
-        [load_site(site).title, cell(value), str(n), cell(said[(site, value)])]
+        [
+            load_site(site).title,
+            code(value),
+            str(n),
+            code(said[(site, value)]) if said[(site, value)] else "(no scheduler left to ask)",
+        ]
         for (site, value), n in sorted(seen.items())
     ]
 
