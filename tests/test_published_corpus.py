@@ -122,6 +122,37 @@ def test_extraction_finds_blocks_of_both_page_formats():
     assert blocks[3][1] == "#!/bin/bash\n#BSUB -P yyy"
 
 
+# --------------------------------------------------------------------------- comparing
+def test_a_refusal_agrees_only_for_an_expected_reason():
+    entry = {
+        "expected": "refuse",
+        "errors": [{"line": 3, "rules": ["sbatch-option"], "what": "misspelt option"}],
+    }
+    assert C.disagreement(entry, C.Outcome("refuse", [(3, "sbatch-option")])) is None
+    assert C.disagreement(entry, C.Outcome("refuse", [(3, "other-name")])) is None  # same line
+    assert "another reason" in C.disagreement(entry, C.Outcome("refuse", [(0, "account-form")]))
+    assert "expected refuse" in C.disagreement(entry, C.Outcome("accept"))
+    assert "still judging" in C.disagreement(entry, C.Outcome("timeout", seconds=15))
+
+
+def test_agreement_counts_reasons_and_crashes():
+    entries = [
+        {"file": "a", "expected": "accept"},
+        {"file": "b", "expected": "accept", "reason": "known"},
+        {"file": "c", "expected": "accept"},
+        {"file": "d", "expected": "accept", "reason": "was known"},
+    ]
+    outcomes = {
+        "a": C.Outcome("accept"),
+        "b": C.Outcome("refuse", [(1, "x")]),
+        "c": C.Outcome("crash", messages=["IndexError: ..."]),
+        "d": C.Outcome("accept"),
+    }
+    result = C.compare(entries, outcomes)
+    assert (result.agreed, result.judged) == (2, 4)
+    assert result.unexplained == ["c"] and result.crashes == ["c"] and result.stale == ["d"]
+
+
 # --------------------------------------------------------------------------- the emulator
 @pytest.fixture(scope="module")
 def agreement() -> C.Agreement:

@@ -33,9 +33,13 @@ class Outcome:
     """What the emulator said about one script."""
 
     verdict: str  # accept | refuse | crash | timeout
-    rules: list[str] = field(default_factory=list)  # of the errors
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, rule) of each error
     messages: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+    @property
+    def rules(self) -> list[str]:
+        return [rule for _, rule in self.errors]
 
     def summary(self) -> str:
         if self.verdict == "timeout":
@@ -62,7 +66,7 @@ def judge_one(path: Path, site_name: str, scheduler: str) -> Outcome:
     errors = report.errors
     return Outcome(
         "refuse" if errors else "accept",
-        [f.rule for f in errors],
+        [(f.line, f.rule) for f in errors],
         [f"{f.line}: [{f.rule}] {f.message}" for f in errors],
         time.perf_counter() - start,
     )
@@ -113,10 +117,19 @@ def disagreement(entry: dict, outcome: Outcome) -> str | None:
         return outcome.summary()
     if outcome.verdict != expected:
         return f"expected {expected}, emulator {outcome.summary()}"
-    wanted = {r for err in entry.get("errors", []) for r in err.get("rules", [])}
-    if expected == "refuse" and wanted and not wanted & set(outcome.rules):
-        return f"refuses for another reason: {outcome.summary()} (expected one of {sorted(wanted)})"
+    if expected == "refuse" and not any(matches(err, outcome) for err in entry["errors"]):
+        wanted = sorted({r for err in entry["errors"] for r in err["rules"]})
+        return f"refuses for another reason: {outcome.summary()} (expected one of {wanted})"
     return None
+
+
+def matches(error: dict, outcome: Outcome) -> bool:
+    """Whether the emulator reports an expected error: under one of its rule names, or (as a
+    rule may be named otherwise) at its line."""
+    return any(
+        rule in error["rules"] or (error["line"] > 0 and line == error["line"])
+        for line, rule in outcome.errors
+    )
 
 
 @dataclass

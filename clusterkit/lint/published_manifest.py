@@ -1,11 +1,36 @@
 """The manifest of the published-scripts corpus (``tests/corpus/published/manifest.yaml``).
 
-One entry per script: where it was published (repo, commit, path, line), its site, and the
-expected verdict -- for Slurm, what ``sbatch --test-only`` on the cluster generated from the
-profile answered; for LSF, reasoned from the site's documented limits (``scheduler_says``
-then gives that reasoning). ``errors`` lists each problem a correct checker must report as
-an error (``rule``, ``line``, ``what``); ``reason`` and ``emulator_today`` record a known
-disagreement of today's emulator with the expected verdict.
+``scripts`` has one entry per script file:
+
+``file``, ``site``, ``scheduler``, ``form``
+    the file under ``tests/corpus/published/``, its profile, ``slurm`` or ``lsf``, and
+    ``script`` or ``excerpt`` (a piece of a script: no ``#!`` line, or ``...`` for what is
+    left out);
+``repo``, ``commit``, ``path``, ``line`` (, ``column``), ``digest``
+    where it was published (``column``: for scripts laid out side by side in a table) and a
+    hash of its text;
+``expected``
+    ``accept`` or ``refuse``: the scheduler's verdict at submission, account placeholders
+    filled in (:func:`fill_placeholders`);
+``slurm``
+    what ``sbatch --test-only`` said on the cluster generated from the profile: ``verdict``,
+    ``says`` and, where placeholders were filled, ``placeholders`` and ``as_published`` (the
+    verdict on the script as printed);
+``lsf``
+    for Summit, which has no scheduler left to ask: ``verdict`` and the ``reasoning`` behind it
+    (from the limits in ``sites/summit.yaml``);
+``errors``
+    why a refused script is refused, each with ``line`` (0: something missing), ``rules`` (the
+    checker's rule names that report it) and ``what`` (in words);
+``run_errors``
+    errors the scheduler does not see at submission, which make the job fail when it runs;
+``cause``
+    of a refusal: ``script`` (an error of the published script), ``excerpt`` or ``profile``
+    (the profile lacks something the site documents);
+``causes``, ``reason``, ``emulator_today``
+    where today's emulator disagrees: the kinds of disagreement, why, and what it says.
+
+``left_out`` counts the scripts not kept (OLCF's machines other than Summit).
 """
 
 from __future__ import annotations
