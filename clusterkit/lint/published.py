@@ -7,7 +7,11 @@ pages that hold ``#SBATCH`` or ``#BSUB`` directives -- and writes one file per s
 ``DIR/<site>/`` (default ``tests/corpus/published``) plus the entries of ``DIR/manifest.yaml``:
 repository, commit, path and first line. Verdicts already in the manifest are kept for every
 script whose text has not changed; a new or changed script gets ``expected: unknown`` until
-it is judged (``tests/slurm/test_published_scripts.py`` prints what Slurm says).
+it is judged (``tests/slurm/test_published_scripts.py`` records what Slurm says).
+
+OLCF removed its Summit pages on 2025-01-16 (commit d900d52) and later brought back only the
+Summit user guide, as an archive; the corpus takes OLCF's repository at the commit before the
+removal (b70bf4c), where every Summit page still stands: check that commit out to re-extract.
 """
 
 from __future__ import annotations
