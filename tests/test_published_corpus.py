@@ -24,9 +24,10 @@ from clusterkit.profiles import load_site
 MANIFEST = M.load()
 ENTRIES = MANIFEST["scripts"]
 TODAY = (
-    "the emulator of today refuses the sites' placeholders and modules outside the profiles' "
-    "inventories, is slow on large jobs and models neither the #! rule nor Summit's walltime "
-    "by node count (each listed with its reason in the manifest)"
+    "agreement is 30 of 132 today: the emulator refuses the sites' account placeholders and "
+    "modules outside the profiles' inventories, runs out of time on large jobs, refuses "
+    "heterogeneous jobs and shell arithmetic, and checks neither reservations nor Summit's "
+    "walltime by node count (each disagreement listed with its reason in the manifest)"
 )
 
 
