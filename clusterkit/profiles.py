@@ -215,9 +215,11 @@ class Stack:
 
     @property
     def accelerator(self) -> str:
-        """``cuda 12.2``, ``rocm 5.2`` or ``cpu``."""
+        """``cuda 12.2``, ``rocm 5.2``, ``cpu``, or ``cuda (version not known)``."""
         acc = self.raw["accelerator"]
-        return f"{acc['kind']} {acc['version']}" if acc.get("version") else acc["kind"]
+        if acc.get("version"):
+            return f"{acc['kind']} {acc['version']}"
+        return f"{acc['kind']} (version not known)" if acc.get("unknown") else acc["kind"]
 
     @property
     def route(self) -> str:
@@ -484,11 +486,20 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 "stack-arch",
                 f"stack {name}: one stack cannot serve several architectures {sorted(arches)}",
             )
-        if stack["accelerator"]["kind"] != "cpu" and "version" not in stack["accelerator"]:
+        acc = stack["accelerator"]
+        given = [k for k in ("version", "unknown") if k in acc]
+        if acc["kind"] == "cpu" and given:
             bad(
                 ("stacks", name, "accelerator"),
                 "stack-accelerator",
-                f"stack {name}: a {stack['accelerator']['kind']} build must give its version",
+                f"stack {name}: a cpu build has no toolkit version ({given[0]} given)",
+            )
+        elif acc["kind"] != "cpu" and len(given) != 1:
+            bad(
+                ("stacks", name, "accelerator"),
+                "stack-accelerator",
+                f"stack {name}: a {acc['kind']} build must give either its version or, "
+                "under unknown, why the sources leave it open",
             )
     life = data.get("lifecycle", {})
     if life.get("status") == "retired" and not life.get("retired"):
