@@ -391,6 +391,49 @@ def _schema_findings(path: Path, data: Any) -> list[Finding]:
     return findings
 
 
+_RELEASE = re.compile(r"^\d+(\.\d+)*$")
+
+
+def _stack_route_findings(path: Path, data: dict, name: str, stack: dict) -> list[Finding]:
+    """A stack's module exists and suits it; CI can install its versions or says how."""
+    out: list[Finding] = []
+
+    def bad(keys: tuple, rule: str, msg: str) -> None:
+        out.append(Finding(path, line_of(data, ("stacks", name, *keys)), rule, msg))
+
+    module = stack["install"].get("module")
+    if module:
+        full = module["name"]
+        found = [
+            m
+            for m in data.get("modules", [])
+            if (f"{m['name']}/{m['version']}" if m.get("version") else m["name"]) == full
+        ]
+        if not found:
+            bad(("install",), "stack-module", f"stack {name}: module {full} is not under modules:")
+        else:
+            served = found[0].get("node_types")
+            missing = [nt for nt in stack["node_types"] if served and nt not in served]
+            if missing:
+                bad(
+                    ("node_types",),
+                    "stack-module",
+                    f"stack {name}: module {full} is not built for node type(s) {missing}",
+                )
+    if data.get("lifecycle", {}).get("status") == "retired" and stack["status"] != "historical":
+        bad(("status",), "stack-status", f"stack {name}: a retired site's stacks are historical")
+    odd = {k: v for k, v in stack["frameworks"].items() if not _RELEASE.match(v)}
+    if odd and "ci" not in stack:
+        shown = ", ".join(f"{k} {v}" for k, v in odd.items())
+        bad(
+            ("frameworks",),
+            "stack-ci",
+            f"stack {name}: {shown} is not a release on PyPI; give ci.pip (the releases CI "
+            "installs instead) or ci.skip (why CI cannot run it)",
+        )
+    return out
+
+
 def check_consistency(path: Path, data: dict) -> list[Finding]:
     """Cross-references the schema cannot express."""
     out: list[Finding] = []
@@ -486,6 +529,7 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 "stack-arch",
                 f"stack {name}: one stack cannot serve several architectures {sorted(arches)}",
             )
+        out += _stack_route_findings(path, data, name, stack)
         acc = stack["accelerator"]
         given = [k for k in ("version", "unknown") if k in acc]
         if acc["kind"] == "cpu" and given:
