@@ -411,6 +411,12 @@ def _stack_route_findings(path: Path, data: dict, name: str, stack: dict) -> lis
         ]
         if not found:
             bad(("install",), "stack-module", f"stack {name}: module {full} is not under modules:")
+        elif found[0]["status"] == "removed" and stack["status"] == "current":
+            bad(
+                ("status",),
+                "stack-module",
+                f"stack {name}: module {full} is removed, so the stack is historical",
+            )
         else:
             served = found[0].get("node_types")
             missing = [nt for nt in stack["node_types"] if served and nt not in served]
