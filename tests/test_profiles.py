@@ -270,3 +270,15 @@ def test_a_profile_without_stacks_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(ProfileError, match="'stacks' is a required property"):
         load_profile(path)
+
+
+def test_a_current_stack_cannot_rest_on_a_removed_module(tmp_path):
+    data = yaml.safe_load((ROOT / "sites" / "archer2.yaml").read_text())
+    mod = next(m for m in data["modules"] if m["name"] == "tensorflow" and m["version"] == "2.13.0")
+    mod.update(status="removed", replacement="tensorflow/2.12.0")
+    path = tmp_path / "archer2.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert _rules(path) == ["stack-module"]
+    data["stacks"]["tensorflow-2.13.0-cpu"]["status"] = "historical"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert load_profile(path).stacks["tensorflow-2.13.0-cpu"].status == "historical"
