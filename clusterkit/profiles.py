@@ -230,6 +230,31 @@ class Stack:
     def install(self) -> dict:
         return dict(self.raw["install"][self.route])
 
+    @property
+    def ci_skip(self) -> str | None:
+        """Why CI cannot run examples under this stack, or None."""
+        return self.raw.get("ci", {}).get("skip")
+
+    @property
+    def ci_pip(self) -> list[str] | None:
+        """The pip requirements of CI's x86-64 environment for this stack (None: skipped).
+
+        ``ci.pip`` when given; otherwise each framework at the stack's version from PyPI, with
+        ``tensorflow-cpu`` for TensorFlow; a two-part version (numpy 1.26) is a release series
+        (``==1.26.*``). Horovod is left out: it is built against the frameworks, by its own
+        session.
+        """
+        if self.ci_skip:
+            return None
+        if "pip" in self.raw.get("ci", {}):
+            return list(self.raw["ci"]["pip"])
+        names = {"tensorflow": "tensorflow-cpu"}
+        return [
+            f"{names.get(fw, fw)}=={version}" + (".*" if version.count(".") == 1 else "")
+            for fw, version in self.frameworks.items()
+            if fw != "horovod"
+        ]
+
 
 @dataclass(frozen=True)
 class Site:

@@ -282,3 +282,16 @@ def test_a_current_stack_cannot_rest_on_a_removed_module(tmp_path):
     data["stacks"]["tensorflow-2.13.0-cpu"]["status"] = "historical"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     assert load_profile(path).stacks["tensorflow-2.13.0-cpu"].status == "historical"
+
+
+def test_ci_requirements_follow_the_stack_or_its_ci_route():
+    bede, archer2 = load_site("bede").stacks, load_site("archer2").stacks
+    assert bede["opence-1.11-tensorflow"].ci_pip == [
+        "tensorflow-cpu==2.14.1",
+        "keras==2.14.0",
+        "numpy==1.26.*",
+    ]
+    assert archer2["tensorflow-2.13.0-cpu"].ci_pip == ["tensorflow-cpu==2.13.0", "keras==2.13.1"]
+    assert archer2["pytorch-2.9.1a0-cpu"].ci_pip == ["torch==2.9.1", "torchvision==0.24.1"]
+    skipped = load_site("summit").stacks["open-ce-1.1.3-py38"]
+    assert skipped.ci_pip is None and "torch 1.7.1" in skipped.ci_skip
