@@ -299,3 +299,26 @@ def test_the_cli_takes_conda_and_pip_outputs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "[stacks]" in out
     assert "~ stacks.opence-1.11-tensorflow.frameworks.keras: 2.14.0 -> 2.15.0" in out
+
+
+def test_output_that_is_not_what_the_option_expects_is_a_finding(tmp_path, capsys):
+    broken = tmp_path / "conda.json"
+    broken.write_text('{"pytorch-base": [\n  {"version": "2.1.2",\n}')
+    wrong = tmp_path / "pip.txt"
+    wrong.write_text(fixture("archer2-module-avail.txt"))
+    rc = R.main(
+        [
+            "--site",
+            "bede",
+            "--conda-search",
+            str(broken),
+            "--pip-index-versions",
+            f"{S.PYPI}={wrong}",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert "conda.json:3: [conda-search-output]" in err
+    assert "pip.txt:1: [pip-index-output]" in err

@@ -35,9 +35,16 @@ from typing import Any
 
 import hostlist
 
-from clusterkit.errors import CheckError
+from clusterkit.errors import CheckError, Finding
 from clusterkit.lint.changes import Change
-from clusterkit.lint.stack_refresh import PYPI, StackLive, compare_stacks, read_stack_live
+from clusterkit.lint.stack_refresh import (
+    PYPI,
+    StackLive,
+    compare_stacks,
+    parse_conda_search,
+    parse_pip_index,
+    read_stack_live,
+)
 from clusterkit.profiles import (
     ROOT,
     SITES_DIR,
@@ -729,6 +736,28 @@ def proposal_sites(proposal: Path, into: Path, sites_dir: Path = SITES_DIR) -> P
     return into
 
 
+def stack_input_findings(conda: list[Path], pip: list[str]) -> list[Finding]:
+    """Outputs that are not what the option expects, each named with file, line and rule."""
+    out = []
+    for path in conda:
+        try:
+            parse_conda_search(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            line = getattr(exc, "lineno", 0)
+            out.append(
+                Finding(path, line, "conda-search-output", f"not conda search output: {exc}")
+            )
+    for arg in pip:
+        path = Path(arg.rpartition("=")[2])
+        if not parse_pip_index(path.read_text(encoding="utf-8")):
+            out.append(
+                Finding(
+                    path, 1, "pip-index-output", "no 'NAME (VERSION)' + 'Available versions:' lines"
+                )
+            )
+    return out
+
+
 def _index_and_text(arg: str) -> tuple[str, str]:
     """``INDEX=FILE`` or ``FILE`` (PyPI) -> (index URL, the file's text)."""
     index, sep, path = arg.rpartition("=")
@@ -765,6 +794,10 @@ def main(argv: list[str] | None = None) -> int:
     def read(p: Path | None) -> str | None:
         return p.read_text(encoding="utf-8", errors="replace") if p else None
 
+    bad = stack_input_findings(args.conda_search, args.pip_index_versions)
+    if bad:
+        print("\n".join(str(f) for f in bad), file=sys.stderr)
+        return 1
     if args.live:
         got = run_live(args.site)
         live = read_live(got["partitions"], got["nodes"], got["qos"], [got["avail"], got["spider"]])

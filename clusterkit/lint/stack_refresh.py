@@ -50,9 +50,12 @@ class StackLive:
 def parse_conda_search(text: str) -> list[dict]:
     """``conda search --json`` (name -> builds) or the plain table, as a list of builds."""
     stripped = text.strip()
-    if stripped.startswith("{"):
+    if stripped.startswith(("{", "[")):
+        data = json.loads(stripped)
+        if not isinstance(data, dict):
+            raise ValueError("expected an object of package name -> builds")
         out = []
-        for name, builds in json.loads(stripped).items():
+        for name, builds in data.items():
             if isinstance(builds, list):  # an "error" key holds a string
                 out += [{**b, "name": b.get("name", name)} for b in builds]
         return out
