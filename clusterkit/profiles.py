@@ -241,8 +241,8 @@ class Stack:
 
         ``ci.pip`` when given; otherwise each framework at the stack's version from PyPI, with
         ``tensorflow-cpu`` for TensorFlow; a two-part version (numpy 1.26) is a release series
-        (``==1.26.*``). Horovod is left out: it is built against the frameworks, by its own
-        session.
+        (``==1.26.*``). Horovod is left out: it is built against the frameworks
+        (``nox -s horovod``).
         """
         if self.ci_skip:
             return None
