@@ -215,9 +215,11 @@ class Stack:
 
     @property
     def accelerator(self) -> str:
-        """``cuda 12.2``, ``rocm 5.2`` or ``cpu``."""
+        """``cuda 12.2``, ``rocm 5.2``, ``cpu``, or ``cuda (version not known)``."""
         acc = self.raw["accelerator"]
-        return f"{acc['kind']} {acc['version']}" if acc.get("version") else acc["kind"]
+        if acc.get("version"):
+            return f"{acc['kind']} {acc['version']}"
+        return f"{acc['kind']} (version not known)" if acc.get("unknown") else acc["kind"]
 
     @property
     def route(self) -> str:
@@ -227,6 +229,31 @@ class Stack:
     @property
     def install(self) -> dict:
         return dict(self.raw["install"][self.route])
+
+    @property
+    def ci_skip(self) -> str | None:
+        """Why CI cannot run examples under this stack, or None."""
+        return self.raw.get("ci", {}).get("skip")
+
+    @property
+    def ci_pip(self) -> list[str] | None:
+        """The pip requirements of CI's x86-64 environment for this stack (None: skipped).
+
+        ``ci.pip`` when given; otherwise each framework at the stack's version from PyPI, with
+        ``tensorflow-cpu`` for TensorFlow; a two-part version (numpy 1.26) is a release series
+        (``==1.26.*``). Horovod is left out: it is built against the frameworks
+        (``nox -s horovod``).
+        """
+        if self.ci_skip:
+            return None
+        if "pip" in self.raw.get("ci", {}):
+            return list(self.raw["ci"]["pip"])
+        names = {"tensorflow": "tensorflow-cpu"}
+        return [
+            f"{names.get(fw, fw)}=={version}" + (".*" if version.count(".") == 1 else "")
+            for fw, version in self.frameworks.items()
+            if fw != "horovod"
+        ]
 
 
 @dataclass(frozen=True)
@@ -389,6 +416,55 @@ def _schema_findings(path: Path, data: Any) -> list[Finding]:
     return findings
 
 
+_RELEASE = re.compile(r"^\d+(\.\d+)*$")
+
+
+def _stack_route_findings(path: Path, data: dict, name: str, stack: dict) -> list[Finding]:
+    """A stack's module exists and suits it; CI can install its versions or says how."""
+    out: list[Finding] = []
+
+    def bad(keys: tuple, rule: str, msg: str) -> None:
+        out.append(Finding(path, line_of(data, ("stacks", name, *keys)), rule, msg))
+
+    module = stack["install"].get("module")
+    if module:
+        full = module["name"]
+        found = [
+            m
+            for m in data.get("modules", [])
+            if (f"{m['name']}/{m['version']}" if m.get("version") else m["name"]) == full
+        ]
+        if not found:
+            bad(("install",), "stack-module", f"stack {name}: module {full} is not under modules:")
+        elif found[0]["status"] == "removed" and stack["status"] == "current":
+            bad(
+                ("status",),
+                "stack-module",
+                f"stack {name}: module {full} is removed, so the stack is historical",
+            )
+        else:
+            served = found[0].get("node_types")
+            missing = [nt for nt in stack["node_types"] if served and nt not in served]
+            if missing:
+                bad(
+                    ("node_types",),
+                    "stack-module",
+                    f"stack {name}: module {full} is not built for node type(s) {missing}",
+                )
+    if data.get("lifecycle", {}).get("status") == "retired" and stack["status"] != "historical":
+        bad(("status",), "stack-status", f"stack {name}: a retired site's stacks are historical")
+    odd = {k: v for k, v in stack["frameworks"].items() if not _RELEASE.match(v)}
+    if odd and "ci" not in stack:
+        shown = ", ".join(f"{k} {v}" for k, v in odd.items())
+        bad(
+            ("frameworks",),
+            "stack-ci",
+            f"stack {name}: {shown} is not a release on PyPI; give ci.pip (the releases CI "
+            "installs instead) or ci.skip (why CI cannot run it)",
+        )
+    return out
+
+
 def check_consistency(path: Path, data: dict) -> list[Finding]:
     """Cross-references the schema cannot express."""
     out: list[Finding] = []
@@ -484,11 +560,21 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 "stack-arch",
                 f"stack {name}: one stack cannot serve several architectures {sorted(arches)}",
             )
-        if stack["accelerator"]["kind"] != "cpu" and "version" not in stack["accelerator"]:
+        out += _stack_route_findings(path, data, name, stack)
+        acc = stack["accelerator"]
+        given = [k for k in ("version", "unknown") if k in acc]
+        if acc["kind"] == "cpu" and given:
             bad(
                 ("stacks", name, "accelerator"),
                 "stack-accelerator",
-                f"stack {name}: a {stack['accelerator']['kind']} build must give its version",
+                f"stack {name}: a cpu build has no toolkit version ({given[0]} given)",
+            )
+        elif acc["kind"] != "cpu" and len(given) != 1:
+            bad(
+                ("stacks", name, "accelerator"),
+                "stack-accelerator",
+                f"stack {name}: a {acc['kind']} build must give either its version or, "
+                "under unknown, why the sources leave it open",
             )
     life = data.get("lifecycle", {})
     if life.get("status") == "retired" and not life.get("retired"):

@@ -1,7 +1,7 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
 ``{site-facts} bede`` with ``:show: nodes`` (or partitions, qos, modules, launchers, paths,
-lifecycle, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
+account, stacks, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
 (current / end of service / retired, with dates and successor).
 """
 
@@ -18,12 +18,34 @@ from sphinx.directives.code import LiteralInclude
 from sphinx.util.docutils import SphinxDirective
 
 from clusterkit.errors import CheckError
-from clusterkit.profiles import Site, load_site
+from clusterkit.profiles import Site, Stack, load_site
 
-SHOWS = ("nodes", "partitions", "qos", "modules", "launchers", "paths", "sources", "account")
+SHOWS = (
+    "nodes",
+    "partitions",
+    "qos",
+    "modules",
+    "launchers",
+    "paths",
+    "sources",
+    "account",
+    "stacks",
+)
+STACK_HEADERS = [
+    "Stack",
+    "How it is made",
+    "Python",
+    "Frameworks",
+    "Accelerator",
+    "Node types",
+    "Status",
+    "Sources",
+]
 
 
-def _table(headers: list[str], rows: list[list[str]], caption: str | None = None) -> nodes.table:
+def _table(
+    headers: list[str], rows: list[list[str | nodes.Node]], caption: str | None = None
+) -> nodes.table:
     table = nodes.table(classes=["site-facts"])
     if caption:
         table += nodes.title(text=caption)
@@ -42,9 +64,54 @@ def _table(headers: list[str], rows: list[list[str]], caption: str | None = None
     for cells in rows:
         row = nodes.row()
         for c in cells:
-            row += nodes.entry("", nodes.paragraph(text=str(c)))
+            cell = c if isinstance(c, nodes.Node) else nodes.paragraph(text=str(c))
+            row += nodes.entry("", cell)
         body += row
     return table
+
+
+def stack_route(stack: Stack) -> str:
+    """How users make a stack, in one line: module, conda, pip or container, and what."""
+    how = stack.install
+    if stack.route == "module":
+        pre = how.get("prerequisites") or []
+        return "module load " + " ".join([*pre, how["name"]])
+    if stack.route == "conda":
+        return f"conda: {' '.join(how['packages'])} from {', '.join(how['channels'])}"
+    if stack.route == "pip":
+        index = how.get("index", "PyPI")
+        return f"pip: {' '.join(how['packages'])} from {index}"
+    runtime = how.get("runtime", "container")
+    return f"{runtime}: {how['image']}"
+
+
+def stack_rows(site: Site) -> list[list[str]]:
+    """One row per stack, in STACK_HEADERS order; sources as their titles."""
+    rows = []
+    for stack in site.stacks.values():
+        frameworks = ", ".join(f"{k} {v}" for k, v in stack.frameworks.items())
+        rows.append(
+            [
+                stack.name,
+                stack_route(stack),
+                stack.python,
+                frameworks,
+                stack.accelerator,
+                ", ".join(stack.raw["node_types"]),
+                stack.status,
+                "; ".join(src["title"] for src in stack.raw["sources"]),
+            ]
+        )
+    return rows
+
+
+def _source_links(sources: list[dict]) -> nodes.paragraph:
+    para = nodes.paragraph()
+    for i, src in enumerate(sources):
+        if i:
+            para += nodes.Text("; ")
+        para += nodes.reference("", src["title"], refuri=src["url"])
+    return para
 
 
 def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
@@ -130,6 +197,8 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
     if show == "account":
         a = site.account
         return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
+    if show == "stacks":
+        return STACK_HEADERS, stack_rows(site)
     if show == "sources":
         headers = ["Source", "Address", "Retrieved"]
         rows = [[s["title"], s["url"], s.get("retrieved", "")] for s in site.data["sources"]]
@@ -155,6 +224,9 @@ class SiteFacts(SphinxDirective):
         headers, rows = facts_rows(site, show)
         if not rows:
             return [nodes.paragraph(text=f"{site.title}: no {show} listed.")]
+        if show == "stacks":  # the last column links each source
+            for row, stack in zip(rows, site.stacks.values(), strict=True):
+                row[-1] = _source_links(stack.raw["sources"])
         return [_table(headers, rows, self.options.get("caption"))]
 
 

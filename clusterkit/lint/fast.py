@@ -4,7 +4,8 @@
 
 No PyTorch or TensorFlow is imported and nothing trains. In order:
 
-* ``profiles``: every ``sites/*.yaml`` against the schema and the consistency rules;
+* ``profiles``: every ``sites/*.yaml`` against the schema and the consistency rules, and every
+  recorded channel manifest (``contracts/channels/*.yaml``) against its own;
 * ``jobs``: every job script under ``examples/<site>/`` through the scheduler emulator's dry
   run against its site (Slurm or LSF); the command lines of the project's own training
   scripts are judged against their parsers, read with the frameworks stubbed out (or from the
@@ -71,16 +72,18 @@ class Result:
 
 # --------------------------------------------------------------------------- checks
 def check_profiles() -> Result:
+    from clusterkit.channels import CHANNELS_DIR, load_manifest
     from clusterkit.profiles import load_profile, profile_paths
 
     r = Result("profiles")
     paths = profile_paths()
-    for p in paths:
+    manifests = sorted(p for p in CHANNELS_DIR.glob("*.yaml") if p.name != "schema.yaml")
+    for p, load in [*((p, load_profile) for p in paths), *((p, load_manifest) for p in manifests)]:
         try:
-            load_profile(p)
+            load(p)
         except CheckError as exc:
             r.findings += exc.findings
-    r.summary = f"{len(paths)} profile(s)"
+    r.summary = f"{len(paths)} profile(s), {len(manifests)} channel manifest(s)"
     return r
 
 
