@@ -115,8 +115,12 @@ def test_every_slurm_partition_appears_with_access_from_its_profile():
             else:
                 assert "devices" not in entry and "resources" not in entry
             for env_name in entry["environs"]:
-                env = next(e for e in config["environments"] if e["name"] == env_name)
-                assert env["target_systems"] == [name]
+                # sites may share environment names (pytorch-user): each is limited to its site
+                env = next(
+                    e
+                    for e in config["environments"]
+                    if e["name"] == env_name and e["target_systems"] == [name]
+                )
                 types = env["extras"].get("node_types") or [node.name]
                 assert node.name in types
             checked += 1

@@ -215,3 +215,20 @@ def test_a_whole_machine_plan_is_made_quickly(tmp_path):
     assert step["ntasks"] == nodes * gpus
     assert step["ranks_shown"] == len(step["ranks"]) == min(launch_env.RANKS_SHOWN, nodes * gpus)
     assert elapsed < 30, f"{nodes}-node plan took {elapsed:.1f} s"
+
+
+# --------------------------------------------------------------------------- site names
+def test_every_site_gets_substitutions_pages_can_use():
+    """conf.py turns each profile into {{ site_... }} names: valid Jinja names for every site,
+    hyphenated site names included."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("sphinx_conf", ROOT / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    keys = conf.myst_substitutions
+    assert all(re.fullmatch(r"[A-Za-z_]\w*", k) for k in keys), [k for k in keys if "-" in k]
+    for path in profile_paths():
+        site = load_site(path.stem)
+        assert keys[f"{site.name.replace('-', '_')}_title"] == site.title
