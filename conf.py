@@ -57,13 +57,14 @@ copybutton_remove_prompts = True
 
 
 # Site facts as substitutions, so prose can cite a figure without retyping it:
-# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ...
+# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ... Hyphens in site
+# and partition names become underscores ({{ isambard_ai_title }}): Jinja names have none.
 def _site_substitutions() -> dict[str, str]:
     from clusterkit.profiles import all_sites
 
     out: dict[str, str] = {}
     for site in all_sites():
-        s = site.name
+        s = site.name.replace("-", "_")
         life = site.data["lifecycle"]
         out[f"{s}_title"] = site.title
         out[f"{s}_status"] = life["status"]

@@ -173,6 +173,24 @@ class Partition:
         """Nodes in the partition: its own ``nodes``, else every node of its type."""
         return self.raw.get("nodes") or self.node_type.raw.get("count")
 
+    def walltime_for(self, nodes: int) -> tuple[int | None, str]:
+        """(most seconds a job of ``nodes`` nodes may ask for, what sets that limit).
+
+        The partition's max_walltime, or the limit of the size bin (``walltime_by_nodes``) the
+        job falls in; None when the partition has bins and none holds that many nodes.
+        """
+        bins = self.raw.get("walltime_by_nodes")
+        if not bins:
+            return self.max_walltime_s, f"the {self.name} partition's limit of {self.max_walltime}"
+        for b in bins:
+            if b["min_nodes"] <= nodes <= b["max_nodes"]:
+                return (
+                    duration_seconds(b["max_walltime"]),
+                    f"the {self.name} partition's limit of {b['max_walltime']} for jobs of "
+                    f"{b['min_nodes']}-{b['max_nodes']} nodes",
+                )
+        return None, f"no size bin of the {self.name} partition holds {nodes} nodes"
+
 
 @dataclass(frozen=True)
 class Module:
@@ -488,8 +506,11 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 f"node type {name}: usable_cores {nt['usable_cores']} exceeds sockets x "
                 f"cores_per_socket = {cores}",
             )
+    for name, nt in node_types.items():
+        out.extend(_map_findings(path, data, name, nt))
     qos_names = set(data.get("qos", {}))
     for name, part in data.get("partitions", {}).items():
+        out.extend(_bin_findings(path, data, name, part))
         if part["node_type"] not in node_types:
             bad(
                 ("partitions", name, "node_type"),
@@ -583,6 +604,84 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
         re.compile(data.get("account", {}).get("pattern", ""))
     except re.error as exc:
         bad(("account", "pattern"), "account-pattern", f"account pattern is not a regex: {exc}")
+    return out
+
+
+def cpu_numbers(text: str) -> list[int]:
+    """``"0-7,64-71"`` -> [0, ..., 7, 64, ..., 71]."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _map_findings(path: Path, data: dict, name: str, nt: dict) -> list[Finding]:
+    """A cpu_gpu_map names cores and GPUs the node type has, each core in one group."""
+    out = []
+    cores = nt["sockets"] * nt["cores_per_socket"]
+    gpus = (nt.get("gpus") or {}).get("count", 0)
+    seen: set[int] = set()
+    for i, group in enumerate(nt.get("cpu_gpu_map", ())):
+        where = ("node_types", name, "cpu_gpu_map", i)
+        mine = cpu_numbers(group["cores"])
+        if max(mine) >= cores or seen & set(mine):
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "cpu-gpu-map",
+                    f"node type {name}: cores {group['cores']} are outside its {cores} cores "
+                    "or in another group too",
+                )
+            )
+        seen |= set(mine)
+        if any(g >= gpus for g in group["gpus"]):
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "cpu-gpu-map",
+                    f"node type {name}: GPU {max(group['gpus'])} does not exist ({gpus} GPUs)",
+                )
+            )
+        if not set(cpu_numbers(group.get("reserved") or group["cores"])) <= set(mine):
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "cpu-gpu-map",
+                    f"node type {name}: reserved cores {group['reserved']} are not among "
+                    f"the group's cores {group['cores']}",
+                )
+            )
+    return out
+
+
+def _bin_findings(path: Path, data: dict, name: str, part: dict) -> list[Finding]:
+    """Size bins: ordered, not overlapping, each within the partition's limits."""
+    out = []
+    limit = duration_seconds(part["max_walltime"])
+    last = 0
+    for i, b in enumerate(part.get("walltime_by_nodes", ())):
+        where = ("partitions", name, "walltime_by_nodes", i)
+        problem = None
+        if b["min_nodes"] > b["max_nodes"] or b["min_nodes"] <= last:
+            problem = "bins must be in order of size and must not overlap"
+        elif duration_seconds(b["max_walltime"]) > limit:
+            problem = f"a bin's max_walltime exceeds the partition's {part['max_walltime']}"
+        elif part.get("max_nodes") and b["max_nodes"] > part["max_nodes"]:
+            problem = f"a bin goes beyond the partition's max_nodes {part['max_nodes']}"
+        if problem:
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "walltime-bins",
+                    f"partition {name}: bin {b['min_nodes']}-{b['max_nodes']}: {problem}",
+                )
+            )
+        last = b["max_nodes"]
     return out
 
 

@@ -1,7 +1,7 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
-``{site-facts} bede`` with ``:show: nodes`` (or partitions, qos, modules, launchers, paths,
-account, stacks, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
+``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
+paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
 (current / end of service / retired, with dates and successor).
 """
 
@@ -22,6 +22,7 @@ from clusterkit.profiles import Site, Stack, load_site
 
 SHOWS = (
     "nodes",
+    "affinity",
     "partitions",
     "qos",
     "modules",
@@ -143,11 +144,31 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 ]
             )
         return headers, rows
+    if show == "affinity":
+        headers = ["Node type", "NUMA", "Cores", "Hardware threads", "GPUs", "Kept for the system"]
+        rows = [
+            [
+                nt.name,
+                str(g.get("numa", "")),
+                g["cores"],
+                g.get("threads", ""),
+                ", ".join(str(i) for i in g["gpus"]) or "none",
+                g.get("reserved", ""),
+            ]
+            for nt in site.node_types.values()
+            for g in nt.raw.get("cpu_gpu_map", ())
+        ]
+        return headers, rows
     if show == "partitions":
         headers = ["Partition", "Node type", "Max walltime", "Max nodes/job", "QoS", "Notes"]
         rows = []
         for p in site.partitions.values():
             notes = p.raw.get("description", "")
+            bins = p.raw.get("walltime_by_nodes")
+            if bins:
+                notes += " Walltime by job size: " + "; ".join(
+                    f"{b['min_nodes']}-{b['max_nodes']} nodes {b['max_walltime']}" for b in bins
+                )
             if p.default:
                 notes = ("default. " + notes).strip()
             if p.status != "current":

@@ -174,7 +174,7 @@ def _step_plan(step_id: int, step: slurm.Step, plan: dict, shape: slurm.Shape) -
     nodes = plan["nodes"][: step.nodes]
     ranks = []
     for rank, (node, idx, local) in enumerate(
-        launch_env.layout(nodes, step.ntasks, step.tasks_per_node)
+        launch_env.layout(nodes, step.ntasks, step.tasks_per_node, launch_env.RANKS_SHOWN)
     ):
         ranks.append(
             {
@@ -203,6 +203,7 @@ def _step_plan(step_id: int, step: slurm.Step, plan: dict, shape: slurm.Shape) -
         "cpus_per_task": step.cpus_per_task,
         "command": step.command,
         "ranks": ranks,
+        "ranks_shown": len(ranks),
     }
 
 

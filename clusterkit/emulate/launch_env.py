@@ -6,11 +6,30 @@ its PMIx-based Spectrum MPI, OMPI_COMM_WORLD_* and PMIX_RANK.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import hostlist
+
+# A dry-run plan lists the first ranks of a step only: a whole-machine step has tens of
+# thousands, and the plan must be made as fast for it as for one node.
+RANKS_SHOWN = 256
 
 
 def compress(nodes: list[str]) -> str:
-    return hostlist.collect_hostlist(nodes)
+    return _compress(tuple(nodes))
+
+
+@lru_cache(maxsize=32)
+def _compress(nodes: tuple[str, ...]) -> str:
+    return hostlist.collect_hostlist(list(nodes))
+
+
+def block_counts(nnodes: int, ntasks: int, tasks_per_node: int) -> list[int]:
+    """Tasks on each node under the block distribution of :func:`layout`."""
+    counts = [max(0, min(tasks_per_node, ntasks - i * tasks_per_node)) for i in range(nnodes)]
+    if nnodes:
+        counts[-1] = max(0, ntasks - (nnodes - 1) * tasks_per_node)
+    return counts
 
 
 def tasks_per_node_string(counts: list[int]) -> str:
@@ -27,10 +46,13 @@ def tasks_per_node_string(counts: list[int]) -> str:
     return ",".join(out)
 
 
-def layout(nodes: list[str], ntasks: int, tasks_per_node: int) -> list[tuple[str, int, int]]:
-    """Block distribution (Slurm's default): [(node, node_index, local_rank)] per rank."""
+def layout(
+    nodes: list[str], ntasks: int, tasks_per_node: int, limit: int | None = None
+) -> list[tuple[str, int, int]]:
+    """Block distribution (Slurm's default): [(node, node_index, local_rank)] per rank (the
+    first ``limit`` ranks only, when given)."""
     ranks = []
-    for rank in range(ntasks):
+    for rank in range(ntasks if limit is None else min(ntasks, limit)):
         idx = min(rank // tasks_per_node, len(nodes) - 1)
         ranks.append((nodes[idx], idx, rank - idx * tasks_per_node))
     return ranks
@@ -105,10 +127,7 @@ def srun_rank_env(
     gpus_per_node: int,
 ) -> dict[str, str]:
     """What srun adds for one task of a step."""
-    counts = [
-        sum(1 for r in range(ntasks) if min(r // tasks_per_node, len(nodes) - 1) == i)
-        for i in range(len(nodes))
-    ]
+    counts = block_counts(len(nodes), ntasks, tasks_per_node)
     env = {
         "SLURM_STEP_ID": str(step_id),
         "SLURM_STEPID": str(step_id),

@@ -243,6 +243,17 @@ def _resolve_int(req: JobRequest, dest: str, what: str, bad) -> int | None:
         return None
 
 
+def _resolve_int_or_zero(req: JobRequest, dest: str, what: str, bad) -> int | None:
+    """A count that may be 0 (``--core-spec=0``); None when not given or not a number."""
+    text = req.get(dest)
+    if text is None:
+        return None
+    if not re.fullmatch(r"\d+", text.strip()):
+        bad(dest, "option-value", f"sbatch: error: Invalid {what} specification {text!r}")
+        return None
+    return int(text)
+
+
 def _check_partition_list(
     req: JobRequest, site: Site, names: list[str]
 ) -> tuple[list[Finding], Shape | None]:
@@ -390,7 +401,11 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
     tpg = _resolve_int(req, "ntasks_per_gpu", "--ntasks-per-gpu", bad)
     cpt = _resolve_int(req, "cpus_per_task", "--cpus-per-task", bad) or 1
     hint = req.get("hint") or ""
-    cpu_limit = node.usable_cores if "nomultithread" in hint else node.cpus
+    usable = node.usable_cores
+    spec = _resolve_int_or_zero(req, "core_spec", "--core-spec", bad)
+    if spec is not None:  # -S N: N cores per node for the system, the rest for the job
+        usable = max(node.cores - spec, 0)
+    cpu_limit = usable if "nomultithread" in hint else usable * node.threads_per_core
     if tpn is None and tpg and gpn_asked:
         tpn = tpg * gpn_asked  # --ntasks-per-gpu with GPUs per node fixes the tasks per node
     if nodes_min is not None:
@@ -437,6 +452,23 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
             f"sbatch: error: {E_NODES}: {nodes} nodes requested, partition {part.name} has "
             f"{part.size}",
         )
+
+    # -- walltime by job size, where the partition has size bins
+    if time_s is not None and time_s <= part.max_walltime_s and part.raw.get("walltime_by_nodes"):
+        limit, what = part.walltime_for(nodes)
+        if limit is None:
+            bad(
+                "nodes" if req.has("nodes") else "time",
+                "time-limit",
+                f"sbatch: error: {E_TIME}: {what}",
+            )
+        elif time_s > limit:
+            bad(
+                "time",
+                "time-limit",
+                f"sbatch: error: {E_TIME}: {time_text} ({format_seconds(time_s)}) for "
+                f"{nodes} node(s) exceeds {what}",
+            )
 
     # -- CPUs per node
     cpus_node = tpn * cpt

@@ -29,7 +29,7 @@ OPTIONS: list[tuple[str | None, str, bool, str]] = [
     ("-C", "--constraint", _V, "bra"),
     (None, "--container", _V, "br"),
     (None, "--contiguous", _F, "bra"),
-    (None, "--core-spec", _V, "bra"),
+    ("-S", "--core-spec", _V, "bra"),
     (None, "--cores-per-socket", _V, "bra"),
     (None, "--cpu-bind", _V, "r"),
     (None, "--cpu-freq", _V, "bra"),
