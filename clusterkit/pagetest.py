@@ -34,46 +34,14 @@ from sybil.parsers.abstract import AbstractCodeBlockParser
 from sybil.parsers.myst import CodeBlockParser
 from sybil.parsers.myst.lexers import DirectiveLexer
 
-from clusterkit.emulate import modules as module_checks
-from clusterkit.emulate.jobcheck import check_command_line, check_slurm_script
-from clusterkit.emulate.script import body_commands
+from clusterkit import emulation
+from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
 from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
 SHELLCHECK = shutil.which("shellcheck")
-# Commands that change nothing a test could judge; a block of only these is not "tested".
-NEUTRAL = {
-    "cd",
-    "echo",
-    "export",
-    "mkdir",
-    "set",
-    "pushd",
-    "popd",
-    "cat",
-    "ls",
-    "true",
-    "date",
-    "sleep",
-    "exit",
-    "unset",
-    "trap",
-    "wait",
-    "printf",
-    "rm",
-    "mv",
-    "cp",
-    "chmod",
-    "source",
-    ".",
-    "eval",
-    "readlink",
-    "cut",
-    "head",
-    "tail",
-}
 MARKER = re.compile(r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail)\b\s*(?P<arg>.*)$", re.M)
 
 
@@ -86,6 +54,7 @@ class BlockResult:
     how: str  # executed, emulated-job, command-checked, contract-checked, output-parsed,
     #           data-parsed, skipped
     detail: str = ""
+    code: str = ""  # an inline span's text (kind "inline")
 
     def record(self) -> None:
         log = os.environ.get("CLUSTERKIT_COVERAGE_LOG")
@@ -224,119 +193,6 @@ def strip_prompts(text: str) -> str:
         else:
             out.append("")  # keep line numbers
     return "\n".join(out) + "\n"
-
-
-def check_shell_text(
-    source: str, page: str, first_line: int, site: Site | None
-) -> tuple[str, list[Finding], str]:
-    """(how, findings, detail) for a shell snippet."""
-    if "#SBATCH" in source or "#BSUB" in source:
-        if site is None:
-            msg = (
-                "a job script block needs a site: put it in a site tab, give the page "
-                "`site:` front matter, or mark `% test: site`"
-            )
-            return "emulated-job", [Finding(page, first_line, "block-site", msg)], ""
-        if "#SBATCH" in source:
-            report = check_slurm_script(page, site, text=source, first_line=first_line)
-        else:
-            from clusterkit.emulate import lsf
-
-            report = lsf.check_lsf_script(page, site, text=source, first_line=first_line)
-        return (
-            "emulated-job",
-            report.errors,
-            f"{site.name}: {len(report.plan.get('steps', []))} step(s)",
-        )
-    commands = body_commands(source)
-    findings: list[Finding] = []
-    checked = []
-    for cmd in commands:
-        name = Path(cmd.name).name if cmd.words else ""
-        line = first_line + cmd.line - 1
-        if not name or name in NEUTRAL:
-            continue
-        if site is None:
-            findings.append(
-                Finding(
-                    page,
-                    line,
-                    "block-site",
-                    f"`{name}` depends on the site: "
-                    "put the block in a site tab or give the page a site",
-                )
-            )
-            continue
-        if name in {"module", "ml"}:
-            findings += module_checks.check_module_command(
-                page, line, name, list(cmd.words[1:]), site
-            )
-            checked.append(name)
-        elif name in {"sbatch", "bsub"}:
-            findings += _check_submission(page, line, list(cmd.words[1:]), site)
-            checked.append(name)
-        elif name in COMMAND_CHECKERS or site.launcher(name) or name.startswith("python"):
-            checker = COMMAND_CHECKERS.get(name)
-            if checker:
-                findings += checker(page, line, list(cmd.words), site)
-            else:
-                findings += check_command_line(page, line, list(cmd.words), site).errors
-            checked.append(name)
-        else:
-            findings.append(
-                Finding(
-                    page,
-                    line,
-                    "block-untested",
-                    f"no checker for `{name}`: "
-                    "mark the block `% test: skip <reason>` or add a checker",
-                )
-            )
-    if not checked and not findings:
-        findings.append(
-            Finding(
-                page,
-                first_line,
-                "block-untested",
-                "nothing in this block was checked: mark it `% test: skip <reason>`",
-            )
-        )
-    return "command-checked", findings, ", ".join(checked)
-
-
-# Extra per-command checkers: name -> fn(page, line, words, site) -> findings
-COMMAND_CHECKERS: dict = {}
-
-
-def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:
-    files = [a for a in args if not a.startswith("-")]
-    if not files:
-        return [Finding(page, line, "submit-file", "submission names no script")]
-    target = _resolve_example(files[0], site)
-    if target is None:
-        return [
-            Finding(
-                page,
-                line,
-                "submit-file",
-                f"{files[0]} is not a file under "
-                f"examples/{site.name}/: show the file the page includes",
-            )
-        ]
-    if site.scheduler == "slurm":
-        opts = args[: args.index(files[0])]
-        return check_slurm_script(target, site, opts).errors
-    from clusterkit.emulate import lsf
-
-    return lsf.check_lsf_script(target, site).errors
-
-
-def _resolve_example(name: str, site: Site) -> Path | None:
-    for cand in (ROOT / "examples" / site.name / name, ROOT / name):
-        if cand.is_file():
-            return cand
-    hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
-    return hits[0] if len(hits) == 1 else None
 
 
 def evaluate_shell(example) -> None:
@@ -498,11 +354,9 @@ def evaluate_include(example) -> None:
                     f"{rel}: [include-site] job scripts live under examples/<site>/"
                 )
             if "#SBATCH" in text:
-                report = check_slurm_script(path, site)
+                report = emulation.slurm_job(path, site)
             else:
-                from clusterkit.emulate import lsf
-
-                report = lsf.check_lsf_script(path, site)
+                report = emulation.lsf_job(path, site)
             if report.errors:
                 _fail(report.errors)
             BlockResult(page, line, "include", "emulated-job", rel).record()
@@ -523,6 +377,40 @@ def evaluate_include(example) -> None:
     raise AssertionError(f"{page}:{line}: [include-untested] no test for included {rel}")
 
 
+# --------------------------------------------------------------------------- inline code
+class InlineParser:
+    """Inline code spans that are commands or options (see :mod:`clusterkit.inline_check`);
+    the other spans (file names, values) are counted by the coverage report, not run."""
+
+    def __call__(self, document):
+        from clusterkit import inline_check
+
+        ctx = inline_check.PageContext(document.path, document.text)
+        starts = [0]
+        for raw in document.text.splitlines(keepends=True):
+            starts.append(starts[-1] + len(raw))
+        for span in ctx.spans:
+            if span.kind not in {"command", "option"}:
+                continue
+            first = span.paragraph.line_starts[0][0]
+            start = starts[span.paragraph.first_line - 1] + span.offset - first
+            end = start + (span.end - span.offset)
+            yield Region(start, end, (ctx, span), evaluate_inline)
+
+
+def evaluate_inline(example) -> None:
+    from clusterkit import inline_check
+
+    ctx, span = example.parsed
+    result = inline_check.judge(ctx, span)
+    page = _page(example)
+    BlockResult(page, span.line, "inline", result.how, result.detail, span.code).record()
+    if result.errors:
+        _fail(result.errors)
+    if result.how == "skipped":
+        pytest.skip(f"{page}:{span.line}: `{span.code}`: {result.detail}")
+
+
 # --------------------------------------------------------------------------- assembly
 class CodeTabParser(AbstractCodeBlockParser):
     """sphinx-tabs ``{code-tab} LANG`` directives (the stock MyST parsers do not see them)."""
@@ -541,4 +429,5 @@ def parsers() -> list:
         LiteralIncludeParser(),
         AnyFenceParser(),
         DirectiveBlockParser(),
+        InlineParser(),
     ]

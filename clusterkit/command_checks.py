@@ -1,0 +1,162 @@
+"""Commands shown on a page, each judged by the checker for that command.
+
+A shell snippet (a code block, an included setup script or an inline code span) is split into
+simple commands; job-script text goes to the scheduler emulation, ``module`` to the inventory,
+``sbatch FILE`` to the emulator, launch lines to the launcher rules, and other commands to the
+checker registered for them in :data:`COMMAND_CHECKERS`. A command with no checker is reported
+(``block-untested``), so a page cannot show a command nothing judges.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clusterkit import emulation
+from clusterkit.errors import Finding
+from clusterkit.profiles import ROOT, Site
+
+# Commands that change nothing a test could judge; a block of only these is not "tested".
+NEUTRAL = {
+    "cd",
+    "echo",
+    "export",
+    "mkdir",
+    "set",
+    "pushd",
+    "popd",
+    "cat",
+    "ls",
+    "true",
+    "date",
+    "sleep",
+    "exit",
+    "unset",
+    "trap",
+    "wait",
+    "printf",
+    "rm",
+    "mv",
+    "cp",
+    "chmod",
+    "source",
+    ".",
+    "eval",
+    "readlink",
+    "cut",
+    "head",
+    "tail",
+}
+
+
+def check_shell_text(
+    source: str, page: str, first_line: int, site: Site | None
+) -> tuple[str, list[Finding], str]:
+    """(how, findings, detail) for a shell snippet."""
+    if "#SBATCH" in source or "#BSUB" in source:
+        if site is None:
+            msg = (
+                "a job script block needs a site: put it in a site tab, give the page "
+                "`site:` front matter, or mark `% test: site`"
+            )
+            return "emulated-job", [Finding(page, first_line, "block-site", msg)], ""
+        if "#SBATCH" in source:
+            report = emulation.slurm_job(page, site, text=source, first_line=first_line)
+        else:
+            report = emulation.lsf_job(page, site, text=source, first_line=first_line)
+        return (
+            "emulated-job",
+            report.errors,
+            f"{site.name}: {len(report.plan.get('steps', []))} step(s)",
+        )
+    commands = emulation.shell_commands(source)
+    findings: list[Finding] = []
+    checked = []
+    for cmd in commands:
+        name = Path(cmd.name).name if cmd.words else ""
+        line = first_line + cmd.line - 1
+        if not name or name in NEUTRAL:
+            continue
+        if site is None:
+            findings.append(
+                Finding(
+                    page,
+                    line,
+                    "block-site",
+                    f"`{name}` depends on the site: "
+                    "put the block in a site tab or give the page a site",
+                )
+            )
+            continue
+        if name in {"module", "ml"}:
+            findings += emulation.module_command(page, line, name, list(cmd.words[1:]), site)
+            checked.append(name)
+        elif name in {"sbatch", "bsub"}:
+            findings += _check_submission(page, line, list(cmd.words[1:]), site)
+            checked.append(name)
+        elif name in COMMAND_CHECKERS or site.launcher(name) or name.startswith("python"):
+            checker = COMMAND_CHECKERS.get(name)
+            if checker:
+                findings += checker(page, line, list(cmd.words), site)
+            else:
+                findings += emulation.launch_line(page, line, list(cmd.words), site).errors
+            checked.append(name)
+        else:
+            findings.append(
+                Finding(
+                    page,
+                    line,
+                    "block-untested",
+                    f"no checker for `{name}`: "
+                    "mark the block `% test: skip <reason>` or add a checker",
+                )
+            )
+    if not checked and not findings:
+        findings.append(
+            Finding(
+                page,
+                first_line,
+                "block-untested",
+                "nothing in this block was checked: mark it `% test: skip <reason>`",
+            )
+        )
+    return "command-checked", findings, ", ".join(checked)
+
+
+# Extra per-command checkers: name -> fn(page, line, words, site) -> findings
+COMMAND_CHECKERS: dict = {"jsrun": emulation.jsrun_line}
+
+
+def _launch_line(page: str, line: int, words: list[str], site: Site) -> list[Finding]:
+    return emulation.launch_line(page, line, words, site).findings
+
+
+COMMAND_CHECKERS["torchrun"] = _launch_line
+
+
+def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:
+    files = [a for a in args if not a.startswith("-")]
+    if not files:
+        return [Finding(page, line, "submit-file", "submission names no script")]
+    target = _resolve_example(files[0], site)
+    if target is None:
+        return [
+            Finding(
+                page,
+                line,
+                "submit-file",
+                f"{files[0]} is not a file under "
+                f"examples/{site.name}/: show the file the page includes",
+            )
+        ]
+    if site.scheduler == "slurm":
+        opts = args[: args.index(files[0])]
+        return emulation.slurm_job(target, site, opts).errors
+    return emulation.lsf_job(target, site).errors
+
+
+def _resolve_example(name: str, site: Site) -> Path | None:
+    for cand in (ROOT / "examples" / site.name / name, ROOT / name):
+        if cand.is_file():
+            return cand
+    hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
+    return hits[0] if len(hits) == 1 else None
