@@ -13,6 +13,7 @@ from pathlib import Path
 
 from clusterkit import emulation
 from clusterkit.errors import Finding
+from clusterkit.grammars import slurm_query
 from clusterkit.profiles import ROOT, Site
 
 # Commands that change nothing a test could judge; a block of only these is not "tested".
@@ -131,6 +132,7 @@ def _launch_line(page: str, line: int, words: list[str], site: Site) -> list[Fin
 
 
 COMMAND_CHECKERS["torchrun"] = _launch_line
+COMMAND_CHECKERS.update(dict.fromkeys(("squeue", "sacct", "scontrol"), slurm_query.check))
 
 
 def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:
