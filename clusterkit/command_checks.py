@@ -9,9 +9,10 @@ checker registered for them in :data:`COMMAND_CHECKERS`. A command with no check
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from clusterkit import emulation
+from clusterkit import emulation, install_target, installs, python_commands
 from clusterkit.errors import Finding
 from clusterkit.grammars import slurm_query
 from clusterkit.profiles import ROOT, Site
@@ -94,12 +95,11 @@ def check_shell_text(
         elif name in {"sbatch", "bsub"}:
             findings += _check_submission(page, line, list(cmd.words[1:]), site)
             checked.append(name)
-        elif name in COMMAND_CHECKERS or site.launcher(name) or name.startswith("python"):
-            checker = COMMAND_CHECKERS.get(name)
-            if checker:
-                findings += checker(page, line, list(cmd.words), site)
-            else:
-                findings += emulation.launch_line(page, line, list(cmd.words), site).errors
+        elif checker_for(name):
+            findings += checker_for(name)(page, line, list(cmd.words), site, source)
+            checked.append(name)
+        elif site.launcher(name):
+            findings += emulation.launch_line(page, line, list(cmd.words), site).errors
             checked.append(name)
         else:
             findings.append(
@@ -123,16 +123,40 @@ def check_shell_text(
     return "command-checked", findings, ", ".join(checked)
 
 
-# Extra per-command checkers: name -> fn(page, line, words, site) -> findings
-COMMAND_CHECKERS: dict = {"jsrun": emulation.jsrun_line}
+def _ignoring_snippet(check):
+    def wrapped(page, line, words, site, snippet=""):
+        return check(page, line, words, site)
+
+    return wrapped
 
 
 def _launch_line(page: str, line: int, words: list[str], site: Site) -> list[Finding]:
     return emulation.launch_line(page, line, words, site).findings
 
 
-COMMAND_CHECKERS["torchrun"] = _launch_line
-COMMAND_CHECKERS.update(dict.fromkeys(("squeue", "sacct", "scontrol"), slurm_query.check))
+def _pip(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    target = install_target.target_for(page, line, site, snippet)
+    return installs.check_pip(page, line, list(words[1:]), target)
+
+
+# Per-command checkers: name -> fn(page, line, words, site, snippet) -> findings; ``snippet`` is
+# the whole block or span the command came from (an install reads its Python from it).
+COMMAND_CHECKERS: dict = {
+    "jsrun": _ignoring_snippet(emulation.jsrun_line),
+    "torchrun": _ignoring_snippet(_launch_line),
+    **dict.fromkeys(("squeue", "sacct", "scontrol"), _ignoring_snippet(slurm_query.check)),
+    **dict.fromkeys(("pip", "pip3"), _pip),
+}
+_PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
+
+
+def checker_for(name: str):
+    """The checker of a command name (``python3.12`` is checked as ``python``)."""
+    if name in COMMAND_CHECKERS:
+        return COMMAND_CHECKERS[name]
+    if _PYTHON.match(name):
+        return python_commands.check
+    return None
 
 
 def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:

@@ -48,6 +48,8 @@ GRAMMAR_RULES = {
     "script-flag-arity",
     "script-flags",
     "query-option",
+    "pip-option",
+    "python-syntax",
 }
 # Findings that, inside a historical admonition, describe the history rather than a mistake.
 HISTORICAL_RULES = {"launcher-historical", "module-historical", "module-removed"}

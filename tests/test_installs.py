@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import installs
+from clusterkit import install_target, installs, python_commands
 from clusterkit.lint import pages as P
-from clusterkit.profiles import load_site
+from clusterkit.profiles import Site, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 GH_PAGE = ROOT / "docs" / "howto" / "bede" / "pytorch-ddp-one-node.md"
@@ -62,3 +62,92 @@ def test_an_index_ci_cannot_reach_is_unresolvable_here_not_passed():
 def test_install_arguments_are_read_as_pip_reads_them():
     words = ["-q", "--prefix", "/x", "torch==2.9.1", "-i", "https://i/simple", "numpy"]
     assert installs.install_args(words) == (["torch==2.9.1", "numpy"], ["https://i/simple"])
+
+
+# --------------------------------------------------------------------------- the target rule
+def _gh_block_line() -> int:
+    line, _words = _grace_hopper_install()
+    return line
+
+
+def test_the_target_is_the_node_of_the_job_script_above_and_the_python_the_block_names():
+    bede = load_site("bede")
+    snippet = "aarch64/python3.12/bin/python3.12 -m venv v\npython -m pip install torch\n"
+    target = install_target.target_for(GH_PAGE, _gh_block_line(), bede, snippet)
+    assert (target.arch, target.python, target.gpus) == ("aarch64", "3.12", 1)
+    assert "pytorch-gh200.sbatch" in target.what
+
+
+def test_without_a_python_in_the_block_the_node_types_own_python3_is_used():
+    bede = load_site("bede")
+    target = install_target.target_for(GH_PAGE, _gh_block_line(), bede, "pip install torch\n")
+    assert target.python == bede.node_types["grace-hopper"].python == "3.9"
+
+
+def test_a_conda_create_python_pin_sets_the_python():
+    bede = load_site("bede")
+    snippet = "conda create --yes --prefix ~/e python=3.11\n"
+    assert install_target.target_for(GH_PAGE, 1, bede, snippet).python == "3.11"
+
+
+def test_an_architecture_named_above_the_block_picks_the_node(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# T\n\nOn a Grace-Hopper node (`aarch64`):\n\n```bash\npip install x\n```\n")
+    target = install_target.target_for(page, 5, load_site("bede"), "pip install x\n")
+    assert target.arch == "aarch64" and "named above" in target.what
+
+
+def test_a_stack_in_the_front_matter_wins(tmp_path):
+    bede = load_site("bede")
+    stack = {
+        "title": "t",
+        "status": "current",
+        "node_types": ["grace-hopper"],
+        "python": "3.13",
+        "frameworks": {"torch": "2.9.1"},
+        "accelerator": {"kind": "cuda", "version": "12.8"},
+        "install": {"pip": {"packages": ["torch==2.9.1"]}},
+        "sources": [],
+    }
+    site = Site(bede.name, bede.path, {**bede.data, "stacks": {"gh-pip": stack}})
+    page = tmp_path / "p.md"
+    page.write_text("---\nstacks: [bede/gh-pip]\n---\n\n```bash\npip install x\n```\n")
+    target = install_target.target_for(page, 5, site, "python3.9 -m venv v\n")
+    assert (target.arch, target.python) == ("aarch64", "3.13")
+    assert "stack bede/gh-pip" in target.what
+
+
+# --------------------------------------------------------------------------- pip command lines
+def test_an_option_pip_no_longer_has_is_refused_by_pips_own_parser():
+    (f,) = installs.check_pip("p.md", 4, ["install", "--install-option=--prefix=/x", "h"], _T)
+    assert (f.line, f.rule) == (4, "pip-option") and "--install-option" in f.message
+
+
+def test_this_project_needs_its_python_floor():
+    (f,) = installs.check_pip("p.md", 2, ["install", "-e", "."], _old_python)
+    assert f.rule == "install-python" and "3.6" in f.message
+
+
+def test_a_vcs_requirement_is_unresolvable_here_not_passed():
+    spec = "mlperf-logging @ git+https://github.com/mlcommons/logging.git@hpc-1.0-branch"
+    (f,) = installs.check_pip("p.md", 2, ["install", spec], _T)
+    assert (f.rule, f.level) == ("install-unresolvable", "warning") and "VCS" in f.message
+
+
+def test_python_dash_m_module_options_are_read_from_the_modules_own_parser():
+    bede = load_site("bede")
+    bad = ["python", "-m", "clusterkit", "check-job", "--sight", "bede", "job.sh"]
+    (f,) = python_commands.check("p.md", 3, bad, bede)
+    assert f.rule == "script-flag-unknown" and "--sight" in f.message
+    good = ["python", "-m", "clusterkit", "check-job", "--site", "bede", "job.sh"]
+    assert python_commands.check("p.md", 3, good, bede) == []
+    assert python_commands.check("p.md", 3, ["python3", "-m", "venv", "--clear", "v"], bede) == []
+
+
+def test_python_dash_c_is_compiled():
+    (f,) = python_commands.check("p.md", 3, ["python", "-c", "import torch;print("], None)
+    assert f.rule == "python-syntax"
+
+
+_T = installs.Target("x86_64", "3.12", 0, "test node")
+_old_python = installs.Target("ppc64le", "3.6", 0, "old node")
