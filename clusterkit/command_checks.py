@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clusterkit import emulation, install_target, installs, python_commands
+from clusterkit import conda_checks, emulation, install_target, installs, python_commands
 from clusterkit.errors import Finding
 from clusterkit.grammars import slurm_query
 from clusterkit.profiles import ROOT, Site
@@ -146,6 +146,7 @@ COMMAND_CHECKERS: dict = {
     "torchrun": _ignoring_snippet(_launch_line),
     **dict.fromkeys(("squeue", "sacct", "scontrol"), _ignoring_snippet(slurm_query.check)),
     **dict.fromkeys(("pip", "pip3"), _pip),
+    "conda": conda_checks.check,
 }
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 

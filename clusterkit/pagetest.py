@@ -77,6 +77,13 @@ def _line(example) -> int:
     return example.document.text.count("\n", 0, example.region.start) + 1
 
 
+def warned(findings: list[Finding]) -> str:
+    """The rules of the warnings a passing check gave, for the coverage report
+    (``install-unresolvable``: an index or channel CI cannot reach)."""
+    rules = sorted({f.rule for f in findings if f.level == "warning"})
+    return f"; warned: {', '.join(rules)}" if rules else ""
+
+
 def _fail(findings: list[Finding]) -> None:
     raise AssertionError("\n".join(str(f) for f in findings))
 
@@ -209,7 +216,11 @@ def evaluate_shell(example) -> None:
     if errors:
         _fail(errors)
     BlockResult(
-        page, first, "job-script" if how == "emulated-job" else "shell", how, detail
+        page,
+        first,
+        "job-script" if how == "emulated-job" else "shell",
+        how,
+        detail + warned(findings),
     ).record()
 
 
@@ -372,7 +383,7 @@ def evaluate_include(example) -> None:
         errors = [f for f in findings if f.level == "error"]
         if errors:
             _fail(errors)
-        BlockResult(page, line, "include", how, rel).record()
+        BlockResult(page, line, "include", how, rel + warned(findings)).record()
         return
     if path.suffix in {".yaml", ".yml"}:
         yaml.safe_load(text)
