@@ -10,9 +10,17 @@ checker registered for them in :data:`COMMAND_CHECKERS`. A command with no check
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
-from clusterkit import conda_checks, emulation, install_target, installs, python_commands
+from clusterkit import (
+    conda_checks,
+    container_checks,
+    emulation,
+    install_target,
+    installs,
+    python_commands,
+)
 from clusterkit.errors import Finding
 from clusterkit.grammars import slurm_query
 from clusterkit.profiles import ROOT, Site
@@ -148,6 +156,54 @@ COMMAND_CHECKERS: dict = {
     **dict.fromkeys(("pip", "pip3"), _pip),
     "conda": conda_checks.check,
 }
+
+
+def _container(page, line: int, words: list[str], site: Site, snippet: str = ""):
+    return container_checks.check(page, line, words, site, snippet, inner=_inner_command)
+
+
+def _inner_command(page, line: int, words: list[str], site: Site, snippet: str = ""):
+    """A command another one starts (``sudo CMD``, ``apptainer exec IMAGE CMD``)."""
+    name = Path(words[0]).name if words else ""
+    if not name or name in NEUTRAL:
+        return []
+    checker = checker_for(name)
+    if checker is None:
+        msg = f"no checker for `{name}`: mark the block `% test: skip <reason>` or add a checker"
+        return [Finding(page, line, "block-untested", msg)]
+    return checker(page, line, words, site, snippet)
+
+
+_SUDO_VALUED = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}
+
+
+def _sudo(page, line: int, words: list[str], site: Site, snippet: str = ""):
+    i = 1
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if words[i] in _SUDO_VALUED else 1
+    return _inner_command(page, line, words[i:], site, snippet)
+
+
+def _shell_c(page, line: int, words: list[str], site: Site, snippet: str = ""):
+    """``sh -c 'SCRIPT'``: the script's syntax, then its commands."""
+    if "-c" not in words[1:-1]:
+        msg = f"`{' '.join(words)}` runs a script file: nothing here checks it"
+        return [Finding(page, line, "block-untested", msg)]
+    script = words[words.index("-c") + 1]
+    r = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    if r.returncode:
+        return [Finding(page, line, "bash-syntax", f"{words[0]} -c: {r.stderr.strip()}")]
+    _how, found, _detail = check_shell_text(script, page, line, site)
+    return [f for f in found if "nothing in this block was checked" not in f.message]
+
+
+COMMAND_CHECKERS.update(
+    {
+        **dict.fromkeys(container_checks.TOOLS, _container),
+        "sudo": _sudo,
+        **dict.fromkeys(("sh", "bash"), _shell_c),
+    }
+)
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 
 

@@ -71,6 +71,12 @@ def container_parse(tool: str, argv: list[str]):
     return _containers.parse(tool, argv)
 
 
+def container_check(path: Path | str, line: int, tool: str, argv: list[str]):
+    """(the command run inside the container, findings) for ``tool argv``: Apptainer's flag
+    tables, and what the emulator knows of binds, writable images and old image formats."""
+    return _containers.check(path, line, tool, argv)
+
+
 def shell_commands(text: str) -> list:
     """The simple commands of shell text, with their lines (bashlex)."""
     return _script.body_commands(text)
