@@ -19,6 +19,7 @@ from clusterkit import (
     emulation,
     install_target,
     installs,
+    path_checks,
     python_commands,
 )
 from clusterkit.errors import Finding
@@ -55,6 +56,9 @@ NEUTRAL = {
     "cut",
     "head",
     "tail",
+    "deactivate",
+    "[",
+    "test",
 }
 
 
@@ -84,6 +88,12 @@ def check_shell_text(
     for cmd in commands:
         name = Path(cmd.name).name if cmd.words else ""
         line = first_line + cmd.line - 1
+        if name in path_checks.PATH_COMMANDS and site is not None:
+            found, judged = path_checks.check(page, line, list(cmd.words), site)
+            findings += found
+            if judged:
+                checked.append(name)
+            continue
         if not name or name in NEUTRAL:
             continue
         if site is None:
@@ -108,6 +118,9 @@ def check_shell_text(
             checked.append(name)
         elif site.launcher(name):
             findings += emulation.launch_line(page, line, list(cmd.words), site).errors
+            checked.append(name)
+        elif site.tool(name):
+            findings += site_tool(page, line, list(cmd.words), site, source)
             checked.append(name)
         else:
             findings.append(
@@ -172,6 +185,25 @@ def _inner_command(page, line: int, words: list[str], site: Site, snippet: str =
         msg = f"no checker for `{name}`: mark the block `% test: skip <reason>` or add a checker"
         return [Finding(page, line, "block-untested", msg)]
     return checker(page, line, words, site, snippet)
+
+
+_MODULE_LOAD = re.compile(r"\bmodule\s+(?:-\S+\s+)*(?:load|add)\s+([^;&|#\n]+)")
+
+
+def site_tool(page, line: int, words: list[str], site: Site, snippet: str = ""):
+    """A command the site's profile lists under ``tools:``: its number of arguments, and the
+    module it comes with loaded earlier in the snippet."""
+    name, tool = Path(words[0]).name, site.tool(Path(words[0]).name)
+    out = []
+    if len(words) - 1 != tool["args"]:
+        msg = f"{name} takes {tool['args']} argument(s) ({tool['usage']}); given {len(words) - 1}"
+        out.append(Finding(page, line, "tool-args", msg))
+    need = tool.get("needs_module") or []
+    loaded = {m.split("/")[0] for g in _MODULE_LOAD.findall(snippet) for m in g.split()}
+    if need and not loaded & set(need):
+        msg = f"{name} is on the PATH only once one of {', '.join(need)} is loaded"
+        out.append(Finding(page, line, "tool-module", msg))
+    return out
 
 
 _SUDO_VALUED = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}

@@ -340,6 +340,10 @@ class Site:
             return True
         return re.fullmatch(acct["pattern"], account) is not None
 
+    def tool(self, name: str) -> dict | None:
+        """A command the site adds for its users (``tools:``), if it is one."""
+        return self.data.get("tools", {}).get(name)
+
     def launcher(self, name: str) -> dict | None:
         return next((x for x in self.data["launchers"] if x["name"] == name), None)
 
