@@ -23,7 +23,7 @@ from clusterkit import (
     python_commands,
 )
 from clusterkit.errors import Finding
-from clusterkit.grammars import slurm_query
+from clusterkit.grammars import slurm_query, tensorboard_cli
 from clusterkit.profiles import ROOT, Site
 
 # Commands that change nothing a test could judge; a block of only these is not "tested".
@@ -95,6 +95,10 @@ def check_shell_text(
                 checked.append(name)
             continue
         if not name or name in NEUTRAL:
+            continue
+        if site is None and name in SITE_FREE:
+            findings += checker_for(name)(page, line, list(cmd.words), site, source)
+            checked.append(name)
             continue
         if site is None:
             findings.append(
@@ -231,6 +235,7 @@ def _shell_c(page, line: int, words: list[str], site: Site, snippet: str = ""):
 
 COMMAND_CHECKERS.update(
     {
+        "tensorboard": tensorboard_cli.check,
         **dict.fromkeys(container_checks.TOOLS, _container),
         "sudo": _sudo,
         **dict.fromkeys(("sh", "bash"), _shell_c),
@@ -275,3 +280,7 @@ def _resolve_example(name: str, site: Site) -> Path | None:
             return cand
     hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
     return hits[0] if len(hits) == 1 else None
+
+
+# Commands whose check does not depend on a site: a page for every site may show them.
+SITE_FREE = {"tensorboard"}

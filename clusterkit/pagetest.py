@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,13 +159,25 @@ def _skip_if_marked(example, kind: str) -> None:
 
 # --------------------------------------------------------------------------- python
 class _RecordingPython:
+    """Runs a page's Python blocks in one namespace, in a scratch directory of the page's own
+    (what a block writes to a relative path, ``profiles/`` or ``runs/``, stays out of the
+    repository, as it would land in the reader's working directory)."""
+
     def __init__(self):
         self.inner = PythonEvaluator()
+        self.workdirs: dict[str, str] = {}
 
     def __call__(self, example):
         _skip_if_marked(example, "python")
-        result = self.inner(example)
-        BlockResult(_page(example), _line(example), "python", "executed").record()
+        page = _page(example)
+        workdir = self.workdirs.setdefault(page, tempfile.mkdtemp(prefix="page-"))
+        here = os.getcwd()
+        os.chdir(workdir)
+        try:
+            result = self.inner(example)
+        finally:
+            os.chdir(here)
+        BlockResult(page, _line(example), "python", "executed").record()
         return result
 
 
