@@ -17,13 +17,14 @@ from clusterkit import (
     conda_checks,
     container_checks,
     emulation,
+    git_checks,
     install_target,
     installs,
     path_checks,
     python_commands,
 )
 from clusterkit.errors import Finding
-from clusterkit.grammars import slurm_query, tensorboard_cli
+from clusterkit.grammars import profilers, reframe_cli, slurm_query, tensorboard_cli
 from clusterkit.profiles import ROOT, Site
 
 # Commands that change nothing a test could judge; a block of only these is not "tested".
@@ -59,6 +60,8 @@ NEUTRAL = {
     "deactivate",
     "[",
     "test",
+    "sort",
+    "grep",
 }
 
 
@@ -210,6 +213,13 @@ def site_tool(page, line: int, words: list[str], site: Site, snippet: str = ""):
     return out
 
 
+def _profiler(page, line: int, words: list[str], site: Site, snippet: str = ""):
+    def program(inner_words):
+        return _inner_command(page, line, inner_words, site, snippet)
+
+    return profilers.check(page, line, words, program)
+
+
 _SUDO_VALUED = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}
 
 
@@ -236,6 +246,9 @@ def _shell_c(page, line: int, words: list[str], site: Site, snippet: str = ""):
 COMMAND_CHECKERS.update(
     {
         "tensorboard": tensorboard_cli.check,
+        "reframe": reframe_cli.check,
+        "git": git_checks.check,
+        **dict.fromkeys(profilers.PARSERS, _profiler),
         **dict.fromkeys(container_checks.TOOLS, _container),
         "sudo": _sudo,
         **dict.fromkeys(("sh", "bash"), _shell_c),
@@ -283,4 +296,4 @@ def _resolve_example(name: str, site: Site) -> Path | None:
 
 
 # Commands whose check does not depend on a site: a page for every site may show them.
-SITE_FREE = {"tensorboard"}
+SITE_FREE = {"tensorboard", "reframe", "git", *profilers.PARSERS, "python", "python3"}

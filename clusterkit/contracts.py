@@ -27,7 +27,7 @@ CACHE_DIR = ROOT / ".cache" / "contracts"
 
 # Runs inside the script's interpreter: intercept parse_args/parse_known_args, dump, exit 0.
 _PROBE = r"""
-import argparse, json, runpy, sys
+import argparse, json, os, runpy, sys
 path, out = sys.argv[1], sys.argv[2]
 def describe(parser):
     opts = []
@@ -56,6 +56,7 @@ if path.startswith("module:"):
     sys.argv = [path[7:]]
     runpy.run_module(path[7:], run_name="__main__", alter_sys=True)
 sys.argv = [path]
+sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as python does for a script
 runpy.run_path(path, run_name="__main__")
 raise SystemExit("no ArgumentParser.parse_args call reached")
 """

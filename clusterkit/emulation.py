@@ -50,6 +50,14 @@ def launch_line(path: Path | str, line: int, words: list[str], site: Site) -> Re
     return _jobcheck.check_command_line(path, line, words, site)
 
 
+def script_options(path: Path | str, line: int, script: str, args: list[str]) -> list[Finding]:
+    """``python SCRIPT ARGS`` on its own: ARGS against the script's command-line contract (the
+    project's example or benchmark, or a kept third-party contract)."""
+    report = Report(Path(path), "")
+    _jobcheck.check_python_invocation(Path(path), line, script, list(args), report)
+    return report.findings
+
+
 def jsrun_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:
     return _lsf.check_jsrun_line(path, line, words, site)
 

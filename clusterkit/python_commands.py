@@ -62,12 +62,26 @@ def check(page, line: int, words: list[str], site: Site, snippet: str = "") -> l
         except SyntaxError as exc:
             return [Finding(page, line, "python-syntax", f"python -c: {exc.msg}")]
         return []
+    if site is None and cmd.mode == "script":
+        return emulation.script_options(page, line, cmd.target, cmd.args)
     if cmd.mode == "script" or cmd.target in LAUNCH_MODULES:
+        if site is None:
+            return [_needs_site(page, line, words)]
         return emulation.launch_line(page, line, list(words), site).errors
     if cmd.target == "pip":
+        if site is None:
+            return [_needs_site(page, line, words)]
         target = install_target.target_for(page, line, site, snippet)
         return installs.check_pip(page, line, cmd.args, target)
     return module_options(page, line, cmd.target, cmd.args)
+
+
+def _needs_site(page, line: int, words: list[str]) -> Finding:
+    msg = (
+        f"`{' '.join(words[:3])}` depends on the site: put the block in a site tab or give "
+        "the page a site"
+    )
+    return Finding(page, line, "block-site", msg)
 
 
 def module_options(page, line: int, module: str, args: list[str]) -> list[Finding]:
