@@ -16,6 +16,7 @@ from pathlib import Path
 from clusterkit import (
     conda_checks,
     container_checks,
+    download_checks,
     emulation,
     git_checks,
     install_target,
@@ -231,8 +232,12 @@ def _sudo(page, line: int, words: list[str], site: Site, snippet: str = ""):
 
 
 def _shell_c(page, line: int, words: list[str], site: Site, snippet: str = ""):
-    """``sh -c 'SCRIPT'``: the script's syntax, then its commands."""
+    """``sh -c 'SCRIPT'``: the script's syntax, then its commands; ``bash INSTALLER ...``: a
+    recorded installer's options."""
     if "-c" not in words[1:-1]:
+        found = download_checks.check_installer(page, line, words, site, snippet)
+        if found is not None:
+            return found
         msg = f"`{' '.join(words)}` runs a script file: nothing here checks it"
         return [Finding(page, line, "block-untested", msg)]
     script = words[words.index("-c") + 1]
@@ -248,6 +253,8 @@ COMMAND_CHECKERS.update(
         "tensorboard": tensorboard_cli.check,
         "reframe": reframe_cli.check,
         "git": git_checks.check,
+        "curl": download_checks.check_curl,
+        "sha256sum": download_checks.check_sha256sum,
         **dict.fromkeys(profilers.PARSERS, _profiler),
         **dict.fromkeys(container_checks.TOOLS, _container),
         "sudo": _sudo,
