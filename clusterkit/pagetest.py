@@ -44,7 +44,9 @@ from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
 SHELLCHECK = shutil.which("shellcheck")
-MARKER = re.compile(r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail)\b\s*(?P<arg>.*)$", re.M)
+MARKER = re.compile(
+    r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail|fragment)\b\s*(?P<arg>.*)$", re.M
+)
 
 
 # --------------------------------------------------------------------------- results
@@ -170,6 +172,9 @@ class _RecordingPython:
     def __call__(self, example):
         _skip_if_marked(example, "python")
         page = _page(example)
+        marker = _marker_for(example)
+        if marker and marker[0] == "fragment":
+            return _check_fragment(example, page, marker[1])
         workdir = self.workdirs.setdefault(page, tempfile.mkdtemp(prefix="page-"))
         here = os.getcwd()
         os.chdir(workdir)
@@ -179,6 +184,19 @@ class _RecordingPython:
             os.chdir(here)
         BlockResult(page, _line(example), "python", "executed").record()
         return result
+
+
+def _check_fragment(example, page: str, arg: str) -> None:
+    """A fragment of another project's code (``% test: fragment PATH:FUNCTION``), checked
+    against the upstream function it goes into (:mod:`clusterkit.fragments`)."""
+    from clusterkit import fragments
+
+    findings, detail = fragments.check(page, _line(example), example.parsed, arg)
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        _fail(errors)
+    detail += warned(findings)
+    BlockResult(page, _line(example), "python", "fragment-checked", detail).record()
 
 
 # --------------------------------------------------------------------------- shell

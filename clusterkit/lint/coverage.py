@@ -40,6 +40,8 @@ HOWS = {
     "command-checked": "each command checked (modules, launch lines, submissions)",
     "contract-checked": "program whose command line was read and checked",
     "compiled": "compiled only, with the reason it cannot run here",
+    "fragment-checked": "a fragment of another project's code: compiled, its names found in the "
+    "upstream function it goes into, its calls bound to the real signatures",
     "output-parsed": "sample output read by the log parser",
     "data-parsed": "YAML or JSON parsed",
     "skipped": "not run here, for the stated reason",
@@ -222,6 +224,8 @@ def predict(page: P.Page, block: P.Block) -> tuple[str | None, str]:
         return None, f"no test for included {P.rel(target)}"
     if marker and marker[0] == "output":
         return "output-parsed", marker[1]
+    if marker and marker[0] == "fragment":
+        return "fragment-checked", marker[1]
     lang = block.lang.lower()
     if block.is_python:
         return "executed", ""
@@ -271,7 +275,10 @@ def problems(rows: list[Row], static: bool = False) -> list[str]:
                 out.append(f"{where}: [skip-reason] skipped without a reason")
             elif static:
                 continue
-            elif how in {"command-checked", "contract-checked", "compiled"} and not detail:
+            elif (
+                how in {"command-checked", "contract-checked", "compiled", "fragment-checked"}
+                and not detail
+            ):
                 out.append(
                     f"{where}: [block-ran-nothing] the test of this block recorded {how} "
                     "but named nothing it checked"
