@@ -30,6 +30,7 @@ from pathlib import Path
 from clusterkit import contracts, emulation, prose
 from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
+from clusterkit.grammars import reframe_cli
 from clusterkit.lint import deprecations
 from clusterkit.lint import pages as P
 from clusterkit.profiles import ROOT, Site, all_sites, load_site
@@ -50,6 +51,11 @@ GRAMMAR_RULES = {
     "query-option",
     "pip-option",
     "python-syntax",
+    "reframe-option",
+    "conda-option",
+    "tensorboard-option",
+    "git-option",
+    "profiler-option",
 }
 # Findings that, inside a historical admonition, describe the history rather than a mistake.
 HISTORICAL_RULES = {"launcher-historical", "module-historical", "module-removed"}
@@ -367,6 +373,7 @@ FALLBACK_TOOLS = (
     "jsrun",
     "train_resnet.py",
     "train_resnet_keras.py",
+    "reframe",
 )
 
 
@@ -441,6 +448,12 @@ def _grammar(tool: str, options: list[str], site: Site, ctx, include) -> list[Fi
             emulation.container_parse(tool, ["exec", *options, "image.sif", STAND_IN])
         except emulation.ContainerOptionError as exc:
             return [Finding("<span>", 1, "container-option", str(exc))]
+        return []
+    if tool == "reframe":
+        try:
+            reframe_cli.parse([*options, "--dry-run"])  # ReFrame requires one action
+        except reframe_cli.ReframeOptionError as exc:
+            return [Finding("<span>", 1, "reframe-option", str(exc))]
         return []
     if tool.endswith(".py"):
         contract = _contract(tool, ctx, include)

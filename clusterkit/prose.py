@@ -42,6 +42,7 @@ COMMANDS = {
     "mamba",
     "apptainer",
     "singularity",
+    "reframe",
 }
 PYTHONS = {"python", "python3"}
 # Tools whose options a sentence can mention without the command around them.
