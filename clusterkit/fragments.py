@@ -27,7 +27,10 @@ import builtins
 import importlib
 import inspect
 import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,12 +154,17 @@ def check(page, line: int, code: str, marker_arg: str) -> tuple[list[Finding], s
                     "(nor one the page adds)"
                 )
                 out.append(Finding(page, offset + node.lineno - 1, "fragment-name", msg))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            found = _call(node, scope["imports"], marker.adds)
-            if found:
-                level = "warning" if found.startswith("cannot import") else "error"
-                out.append(Finding(page, offset + node.lineno - 1, "fragment-call", found, level))
+    specs = [
+        spec
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for spec in [_call_spec(node, scope["imports"], marker.adds)]
+        if spec is not None
+    ]
+    for spec, found in zip(specs, bind_all(specs), strict=True):
+        if found:
+            level = "warning" if found.startswith("cannot import") else "error"
+            out.append(Finding(page, offset + spec["line"] - 1, "fragment-call", found, level))
     detail = f"{marker.target} at {scope['repo']}@{scope['commit'][:12]}"
     return out, detail
 
@@ -184,9 +192,9 @@ def _resolve(dotted: str):
     raise ImportError(dotted)
 
 
-def _call(node: ast.Call, imports: dict[str, str], adds: dict[str, str]) -> str | None:
-    """Why ``node`` would not bind to the callable it names; None if it does (or if the callable
-    is not one this check can import)."""
+def _call_spec(node: ast.Call, imports: dict[str, str], adds: dict[str, str]) -> dict | None:
+    """What binding ``node`` needs (the callable's import path, the number of positional and the
+    keyword arguments); None for calls on names this check cannot import."""
     parts = _dotted(node.func)
     if not parts or len(parts) < 2:
         return None
@@ -197,32 +205,66 @@ def _call(node: ast.Call, imports: dict[str, str], adds: dict[str, str]) -> str 
         base, instance = adds[head], True
     else:
         return None
-    name = ".".join([head, *rest])
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+        k.arg is None for k in node.keywords
+    ):
+        return None
+    return {
+        "line": node.lineno,
+        "name": ".".join(parts),
+        "base": base,
+        "attrs": rest,
+        "instance": instance,
+        "nargs": len(node.args),
+        "kwargs": [k.arg for k in node.keywords],
+    }
+
+
+def bind(spec: dict) -> str | None:
+    """Why the call ``spec`` describes would not bind to the real callable; None if it does."""
+    name, base = spec["name"], spec["base"]
     try:
-        owner = _resolve(base)
-        target = owner
-        for attr in rest:
+        target = _resolve(base)
+        for attr in spec["attrs"]:
             target = getattr(target, attr)
     except ImportError:
         return f"cannot import {base} here: {name}(...) not bound to its signature"
     except AttributeError:
-        return f"{name}: {base} has no attribute {'.'.join(rest)}"
+        return f"{name}: {base} has no attribute {'.'.join(spec['attrs'])}"
     try:
         sig = inspect.signature(target)
     except (TypeError, ValueError):
         return None
-    args = (
-        [None] * len(node.args) if not any(isinstance(a, ast.Starred) for a in node.args) else None
-    )
-    kwargs = {k.arg: None for k in node.keywords if k.arg}
-    if args is None or any(k.arg is None for k in node.keywords):
-        return None
+    args = [None] * (spec["nargs"] + (1 if spec["instance"] else 0))
     try:
-        sig.bind(*([None] if instance else []), *args, **kwargs)
+        sig.bind(*args, **dict.fromkeys(spec["kwargs"]))
     except TypeError as exc:
         shown = re.sub(r"\s+", " ", str(sig))
         return f"{name}(...): {exc} (signature {shown})"
     return None
+
+
+def bind_all(specs: list[dict]) -> list[str | None]:
+    """:func:`bind` for each spec, in a process of its own: importing the frameworks the calls
+    belong to (TensorFlow through TensorBoard, torch) must not change the test process."""
+    if not specs:
+        return []
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    run = subprocess.run(
+        [sys.executable, "-m", "clusterkit.fragments", "bind"],
+        input=json.dumps(specs),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    if run.returncode:
+        tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        return [f"cannot import {s['base']} here ({tail}): not bound" for s in specs]
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------- command line
@@ -234,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--repo", required=True)
     r.add_argument("--commit", required=True)
     r.add_argument("targets", nargs="+", help="PATH:FUNCTION")
+    sub.add_parser("bind", help="bind the calls described on stdin (JSON); print the results")
     args = p.parse_args(argv)
+    if args.command == "bind":
+        print(json.dumps([bind(spec) for spec in json.load(sys.stdin)]))
+        return 0
     data = json.loads(RECORD.read_text()) if RECORD.is_file() else []
     new = record(args.checkout, args.repo, args.commit, args.targets)
     data = [d for d in data if not (d["repo"] == new["repo"] and d["commit"] == new["commit"])]
