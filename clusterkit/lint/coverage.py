@@ -37,7 +37,8 @@ HOWS = {
     "executed": "run (Python, one namespace per page)",
     "emulated-job": "job script judged by the scheduler emulator against its site's profile",
     "real-slurm": "job script submitted to a real Slurm configured from the site's profile",
-    "command-checked": "each command checked (modules, launch lines, submissions)",
+    "command-checked": "each command checked (modules, launch lines, submissions, installs, "
+    "environments, images, paths, downloads, tool options)",
     "contract-checked": "program whose command line was read and checked",
     "compiled": "compiled only, with the reason it cannot run here",
     "fragment-checked": "a fragment of another project's code: compiled, its names found in the "
