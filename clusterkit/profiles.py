@@ -142,6 +142,11 @@ class NodeType:
     raw: dict = field(repr=False, compare=False)
 
     @property
+    def python(self) -> str | None:
+        """major.minor of the plain ``python3`` on these nodes, if the profile gives it."""
+        return self.raw.get("python")
+
+    @property
     def cores(self) -> int:
         return self.sockets * self.cores_per_socket
 
@@ -379,6 +384,10 @@ class Site:
         if account == acct["example"] or account in acct.get("placeholders", ()):
             return True
         return re.fullmatch(acct["pattern"], account) is not None
+
+    def tool(self, name: str) -> dict | None:
+        """A command the site adds for its users (``tools:``), if it is one."""
+        return self.data.get("tools", {}).get(name)
 
     def launcher(self, name: str) -> dict | None:
         return next((x for x in self.data["launchers"] if x["name"] == name), None)

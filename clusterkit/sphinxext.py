@@ -1,8 +1,8 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
 ``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
-paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
-(current / end of service / retired, with dates and successor).
+paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the
+lifecycle banner (current / end of service / retired, with dates and successor).
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def check_content() -> Result:
 
 def _shellcheck(source: str) -> str:
     proc = subprocess.run(
-        ["shellcheck", "--shell=bash", "--format=gcc", "-"],
+        ["shellcheck", "--shell=bash", "--format=gcc", "-e", P.PAGE_SHELLCHECK_EXCLUDE, "-"],
         input=source,
         text=True,
         capture_output=True,
