@@ -528,9 +528,13 @@ def _slurm_change(ctx, span, changes, site, include, tool=None) -> list[Finding]
     if include is not None and include.scheduler == "sbatch":
         path, text = include.path, include.text
     else:
-        path, text = Path("<span>"), "#!/bin/bash\nsrun true\n"
+        # a stand-in job: the site's example account, so that only the span's options count
+        head = "#!/bin/bash\n"
+        if site.account.get("required"):
+            head += f"#SBATCH --account={site.account['example']}\n"
+        path, text = Path("<span>"), head + "srun true\n"
         if launch["torchrun"]:
-            text = "#!/bin/bash\ntorchrun train.py\n"
+            text = head + "torchrun train.py\n"
     for name, opts in launch.items():
         if opts:
             text = _insert_options(text, name, opts)

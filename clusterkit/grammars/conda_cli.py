@@ -76,6 +76,12 @@ TABLES: dict[str, list] = {
         ("-e", "--envs", _F), ("-s", "--system", _F), (None, "--json", _F),
     ],
     "activate": [(None, "--stack", _F), (None, "--no-stack", _F)],
+    "init": [
+        (None, "--all", _F), (None, "--user", _F), (None, "--no-user", _F),
+        (None, "--system", _F), (None, "--reverse", _F), (None, "--condabin", _F),
+        ("-d", "--dry-run", _F), (None, "--json", _F), ("-q", "--quiet", _F),
+        ("-v", "--verbose", _F),
+    ],
     "deactivate": [],
 }  # fmt: skip
 # conda config options that take two values (KEY VALUE) or any number (KEY ...)
