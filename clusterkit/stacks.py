@@ -127,9 +127,10 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 
 def uses(program: Path, stack: Stack) -> bool:
-    """Whether the program is one for the stack's frameworks (all it needs are listed)."""
-    needed = minimum_versions(program)
-    return bool(needed) and set(needed) <= set(stack.frameworks)
+    """Whether the program is one for the stack: the stack has its framework, the first entry
+    of its MINIMUM_VERSIONS (what else it needs, the stack must provide too)."""
+    needed = list(minimum_versions(program))
+    return bool(needed) and needed[0] in stack.frameworks
 
 
 def unsupported(program: Path, stack: Stack) -> list[str]:
@@ -140,3 +141,39 @@ def unsupported(program: Path, stack: Stack) -> list[str]:
         if have is not None and version_tuple(have) < version_tuple(oldest):
             out.append(f"{name} {have} is older than {oldest}")
     return out
+
+
+# --------------------------------------------------------------------------- in words
+def how_made(stack: Stack) -> str:
+    """How users make the stack, as a page says it."""
+    how = stack.install
+    if stack.route == "module":
+        before = " ".join(f"module load {m};" for m in how.get("prerequisites", ()))
+        return f"{before} module load {how['name']}".strip()
+    if stack.route == "conda":
+        return f"conda, channel {', '.join(how['channels'])}: {' '.join(how['packages'])}"
+    if stack.route == "pip":
+        index = f" --index-url {how['index']}" if how.get("index") else ""
+        return f"pip install{index} {' '.join(how['packages'])}"
+    runtime = how.get("runtime", "a container runtime")
+    return f"container image {how['image']} ({runtime})"
+
+
+def facts(stack: Stack) -> str:
+    """Python, framework versions, accelerator build and node types, in one line."""
+    frameworks = ", ".join(f"{name} {version}" for name, version in stack.frameworks.items())
+    kind, _, version = stack.accelerator.partition(" ")
+    build = {"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU"}[kind] + (
+        f" {version}" if version else ""
+    )
+    return (
+        f"Python {stack.python}; {frameworks}; {build} build; "
+        f"node types {', '.join(stack.raw['node_types'])}; {stack.status}"
+    )
+
+
+def ci_sentence(stack: Stack) -> str:
+    route = ci_route(stack)
+    if not route.runs:
+        return f"CI cannot run it: {route.skip}"
+    return f"CI runs the programs with {' '.join(route.packages)} from PyPI (x86-64)"

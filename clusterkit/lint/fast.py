@@ -15,6 +15,8 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
   and examples uses known flags with valid values;
 * ``inventories``: every ``module`` command names a module its site lists;
 * ``coverage``: every code block of the pages has a route to a test, or a reason (static);
+* ``stacks``: every software stack a page names (front matter ``stacks:``) is in a profile, the
+  page shows it (``{page-stacks}``), and every page that runs a training program names one;
 * ``shellcheck``: every shell example and every shell block of the pages;
 * ``sphinx``: ``sphinx-build -b dummy -W -n`` (references, toctrees, directives), run in
   parallel with the rest; skipped, saying so, where Sphinx is not installed.
@@ -48,6 +50,7 @@ CHECKS = [
     "contracts",
     "inventories",
     "coverage",
+    "stacks",
     "shellcheck",
     "sphinx",
 ]
@@ -155,6 +158,17 @@ def check_coverage() -> Result:
     return r
 
 
+def check_stacks() -> Result:
+    from clusterkit.lint import stack_pages
+
+    r = Result("stacks")
+    pages = P.scan_pages()
+    r.findings = stack_pages.check_all(pages)
+    named = sum(bool(stack_pages.named_stacks(page)) for page in pages)
+    r.summary = f"{named} page(s) name their software stacks"
+    return r
+
+
 def _shellcheck(source: str) -> str:
     proc = subprocess.run(
         ["shellcheck", "--shell=bash", "--format=gcc", "-"],
@@ -241,6 +255,7 @@ RUNNERS: dict[str, Callable[[], Result]] = {
     "contracts": check_contracts,
     "inventories": check_inventories,
     "coverage": check_coverage,
+    "stacks": check_stacks,
     "shellcheck": check_shellcheck,
 }
 

@@ -32,6 +32,7 @@ OPAQUE_DIRECTIVES = {
     "site-status",
     "results-table",
     "last-verified",
+    "page-stacks",
     "block-coverage",
     "mermaid",
     "figure",

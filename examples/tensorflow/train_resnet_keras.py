@@ -533,7 +533,6 @@ def restore_newest(ckpt: tf.train.Checkpoint, directory: Path) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- training
 # --------------------------------------------------------------------------- Keras 2 and 3
 # TensorFlow 2.16 moved tf.keras to Keras 3; sites still offer 2.13-2.15 with Keras 2. The few
 # places where the two differ are here.
@@ -573,6 +572,7 @@ def unscale_gradients(optimizer, grads):
     return grads
 
 
+# --------------------------------------------------------------------------- training
 def lr_at(step: int, args, steps_per_epoch: int, total: int, global_batch: int) -> float:
     peak = args.lr * global_batch / 256
     warmup = max(1, int(args.warmup_epochs * steps_per_epoch))
