@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from clusterkit.profiles import ROOT, Stack
 
 ENVS_DIR = ROOT / ".nox"
 STAMP = ".packages"
+SHARED_REQUIREMENTS = ROOT / "requirements" / "ml.txt"  # the tests session's .nox/_ml
 # Each program's own tests; those marked `stack` run under every stack that uses the program.
 TESTS = {
     "examples/pytorch/train_resnet.py": "tests/test_pytorch_trainer.py",
@@ -102,6 +104,18 @@ class Environment:
         return dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
 
 
+def pinned(requirements: Path = SHARED_REQUIREMENTS) -> set[str]:
+    """The ``name==version`` lines of a requirements file (names lower-case)."""
+    lines = (ln.split("#")[0].strip() for ln in requirements.read_text().splitlines())
+    return {ln.lower() for ln in lines if re.fullmatch(r"[\w.-]+==[\w.+-]+", ln)}
+
+
+def covered_by_tests_session(route: S.CiRoute) -> bool:
+    """True when the tests session's shared environment pins exactly these packages: its run of
+    the programs' whole test files already tried them under these versions."""
+    return bool(route.packages) and {p.lower() for p in route.packages} <= pinned()
+
+
 def unused_environments(used: set[Path], envs_dir: Path = ENVS_DIR) -> list[Path]:
     """Stack environments no stack needs any more (their package list changed)."""
     return sorted(p for p in envs_dir.glob("_stack-*") if p not in used and (p / STAMP).is_file())
@@ -127,6 +141,7 @@ class TestRun:
     passed: int = 0
     failures: list[Failure] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the test processes and their children: a measure of the work
 
 
 def reason_of(text: str) -> str:
@@ -154,7 +169,7 @@ def run_tests(
 ) -> TestRun:
     """Run the `stack` tests of ``programs`` with ``python``; ``select`` is pytest's ``-k``."""
     result = TestRun()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     missing = _missing_modules(python, programs)
     by_file: dict[str, list[str]] = {}
     for program in programs:
@@ -171,7 +186,13 @@ def run_tests(
         result.passed += passed
         result.failures += [Failure(" and ".join(rels), t, r) for t, r in failures]
     result.seconds = time.perf_counter() - start
+    result.cpu_seconds = _children_cpu() - cpu
     return result
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _pytest(stack_key, python, test_file, extra_env, select, timeout):
@@ -235,7 +256,7 @@ def _missing_modules(python, programs: list[Path]) -> dict[str, str]:
 
 def _rel(path: Path | str) -> str:
     try:
-        return str(Path(path).resolve().relative_to(ROOT))
+        return str(Path(path).absolute().relative_to(ROOT))
     except ValueError:
         return str(path)
 
@@ -278,6 +299,14 @@ def check_stack(
         )
         report.say("skipped", why)
         return report
+    if covered_by_tests_session(route):
+        report.say("packages", " ".join(route.packages))
+        report.say(
+            "covered",
+            f"{_rel(SHARED_REQUIREMENTS)} pins the same versions: nox -s tests runs "
+            f"{', '.join(_rel(p) for p in programs)} and all their tests under them",
+        )
+        return report
     env = Environment.for_route(route, envs_dir)
     report.say("packages", " ".join(route.packages) + " (and pytest, pillow, clusterkit's needs)")
     if env.ready:
@@ -316,7 +345,7 @@ def check_stack(
     report.say(
         "result",
         f"{report.status.upper()}: {run.passed} passed, "
-        f"{len(run.failures)} failed in {run.seconds:.0f} s",
+        f"{len(run.failures)} failed in {run.seconds:.0f} s (CPU time {run.cpu_seconds:.0f} s)",
     )
     return report
 

@@ -116,7 +116,6 @@ def straight(tmp_path_factory) -> tuple[Path, str]:
 
 
 # --------------------------------------------------------------------------- one process
-@pytest.mark.stack
 def test_single_process_tiny_run(straight):
     cwd, out = straight
     assert steps(out) == list(range(1, STEPS + 1))
@@ -131,7 +130,6 @@ def test_single_process_tiny_run(straight):
     assert [r.fields["step"] for r in records(out, "checkpoint")] == [4, 8, 10]
 
 
-@pytest.mark.stack
 def test_resume_after_sigusr1_is_exact(straight, tmp_path):
     """Stop with SIGUSR1 part-way, resume: same steps, bit-identical weights."""
     proc = subprocess.Popen(
@@ -450,6 +448,44 @@ def test_an_older_pytorch_stops_at_start_up_naming_the_minimum(trainer, bare_env
     assert (
         line
         == f"error: train_resnet.py needs torch {oldest} or newer; this environment has 2.0.1+cu118"
+    )
+
+
+@pytest.mark.stack
+def test_a_checkpoint_round_trip_restores_weights_momenta_and_random_state(trainer, tmp_path):
+    """What an exact resume rests on, in-process: the file written at a step loads (with
+    weights_only) into a fresh model and optimizer, and the random streams carry on."""
+    import random
+
+    import torch
+    import torchvision
+
+    def fresh():
+        torch.manual_seed(0)
+        model = torchvision.models.get_model("resnet18", weights=None, num_classes=10)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    model, optimizer = fresh()
+    model(torch.rand(2, 3, 32, 32)).sum().backward()
+    optimizer.step()  # momentum buffers to save
+    args = trainer.parse_args(["--tiny", "--checkpoint-dir", str(tmp_path), "--keep", "2"])
+    scaler = trainer.grad_scaler("cpu", enabled=False)
+    cpu = torch.device("cpu")
+    random.seed(7)
+    torch.manual_seed(7)
+    trainer.save_checkpoint(args, model, optimizer, scaler, 3, 1, 0, 1, cpu, None)
+    draws = (random.random(), torch.rand(4))
+
+    again, again_optimizer = fresh()
+    path, state = trainer.find_checkpoint(tmp_path, again)
+    assert path.name == "ckpt-step00000003.pt" and state["step"] == 3
+    again.load_state_dict(state["model"])
+    again_optimizer.load_state_dict(state["optimizer"])
+    trainer.set_rng_state(state["rng"][0], cpu)
+    assert (random.random(), *torch.rand(4).tolist()) == (draws[0], *draws[1].tolist())
+    assert_same_weights(
+        {"step": 3, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        {"step": 3, "model": again.state_dict(), "optimizer": again_optimizer.state_dict()},
     )
 
 

@@ -157,3 +157,17 @@ def test_every_training_program_has_tests_registered():
         rel = str(program.relative_to(ROOT))
         assert rel in stack_ci.TESTS, rel
         assert (ROOT / stack_ci.TESTS[rel]).is_file()
+
+
+def test_stacks_with_the_shared_environment_versions_are_left_to_the_tests_session(tmp_path):
+    pins = sorted(p for p in stack_ci.pinned() if p.startswith(("torch==", "torchvision==")))
+    assert len(pins) == 2, pins  # requirements/ml.txt pins torch and torchvision
+    today = stack_lacking("today", [])
+    today.raw["ci"] = {"pip": pins}
+    report = stack_ci.check_stack(today, [TRAINER], envs_dir=tmp_path)
+    text = "\n".join(report.lines)
+    assert report.status == "pass" and "pins the same versions: nox -s tests runs" in text
+    assert not list(tmp_path.iterdir())  # no second copy of the shared environment
+    older = stack_lacking("older", [])
+    older.raw["ci"] = {"pip": ["torch==2.1.2", "torchvision==0.16.2"]}
+    assert not stack_ci.covered_by_tests_session(S.ci_route(older))

@@ -126,7 +126,6 @@ def straight(tmp_path_factory) -> tuple[Path, str]:
 
 
 # --------------------------------------------------------------------------- one worker
-@pytest.mark.stack
 def test_single_worker_tiny_run(straight):
     cwd, out = straight
     assert steps(out) == list(range(1, STEPS + 1))
@@ -141,7 +140,6 @@ def test_single_worker_tiny_run(straight):
     assert kept == ["ckpt-10.index", "ckpt-6.index", "ckpt-9.index"]  # --keep 3
 
 
-@pytest.mark.stack
 def test_resume_after_sigusr1_is_exact(straight, tmp_path):
     """Stop with SIGUSR1 part-way, resume: same steps, bit-identical weights and momenta."""
     proc = start(tmp_path, "--log-every", "1", env=clean_env(**TINY_ENV))
@@ -464,6 +462,31 @@ def test_an_older_tensorflow_stops_at_start_up_naming_the_minimum(trainer, bare_
     oldest = trainer.MINIMUM_VERSIONS["tensorflow"]
     expected = f"error: train_resnet_keras.py needs tensorflow {oldest} or newer"
     assert code == 1 and line == f"{expected}; this environment has 2.12.1"
+
+
+@pytest.mark.stack
+def test_dropout_masks_carry_on_after_a_restore(trainer, tmp_path):
+    """What an exact resume of a model with dropout rests on, in-process: the random state the
+    trainer checkpoints (Keras 3's seed generators, Keras 2's layer generators) brings back the
+    masks that followed the save."""
+    import numpy as np
+
+    tf = trainer.tf
+    trainer.use_checkpointable_random_state()
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((64,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dropout(0.5)(inputs))
+    rng = trainer.random_state_variables(model)
+    assert rng, "no random state found for the Dropout layer"
+    ckpt = tf.train.Checkpoint(rng=rng)
+    ones = tf.ones([4, 64])
+    model(ones, training=True)
+    tf.train.CheckpointManager(ckpt, str(tmp_path), max_to_keep=1).save(checkpoint_number=1)
+    after = [model(ones, training=True).numpy() for _ in range(2)]
+    assert not np.array_equal(after[0], after[1])  # fresh masks every call
+    assert trainer.restore_newest(ckpt, tmp_path) == str(tmp_path / "ckpt-1")
+    again = [model(ones, training=True).numpy() for _ in range(2)]
+    assert all(np.array_equal(a, b) for a, b in zip(after, again, strict=True))
 
 
 @pytest.mark.stack
