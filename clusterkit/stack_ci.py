@@ -147,7 +147,8 @@ class TestRun:
 def reason_of(text: str) -> str:
     """The line that says why a test failed: the last exception a program raised (its missing
     API, for example), else the program's own ``error:`` line, else the first line."""
-    lines = [re.sub(r"^E\s+", "", ln).strip() for ln in text.splitlines()]
+    # pytest marks its report lines "E   "; torchrun prefixes each rank's lines "[rank1]: "
+    lines = [re.sub(r"^(?:E\s+)?(?:\[[\w-]+\]:\s*)?", "", ln).strip() for ln in text.splitlines()]
     found = [
         ln
         for ln in lines
@@ -228,8 +229,8 @@ def _junit(xml: str, output: str) -> tuple[int, list[tuple[str, str]]]:
             failures.append((case.get("name", "?"), reason_of(text)))
         elif case.find("skipped") is None:
             passed += 1
-    if not cases:
-        failures.append(("(collection)", reason_of(output)))
+    if not cases:  # nothing selected, or the file did not load: never a pass
+        failures.append(("(collection)", f"no test ran: {reason_of(output)}"))
     return passed, failures
 
 

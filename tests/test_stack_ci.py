@@ -19,7 +19,7 @@ from clusterkit import stacks as S
 from clusterkit.profiles import ROOT, Stack
 
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
-ONE_RUN = "test_single_process_tiny_run"  # one tiny training run, enough to reach the API
+TWO_RANKS = "test_two_ranks_under_torchrun"  # the program's two-rank tiny run
 
 
 def stack_lacking(name: str, hide: list[str]) -> Stack:
@@ -67,13 +67,13 @@ def plain_env(monkeypatch):
 def test_a_missing_api_fails_the_stack_naming_trainer_stack_and_api(tmp_path, plain_env):
     stack = stack_lacking("no-autocast", ["torch.autocast"])
     envs = fake_environment(tmp_path, stack, ["torch.autocast"])
-    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=envs, select=ONE_RUN)
+    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=envs, select=TWO_RANKS)
     text = "\n".join(report.lines)
     assert report.status == "fail", text
     failures = [line for line in report.lines if line.strip().startswith("FAIL")]
     assert failures == [
         "  FAIL examples/pytorch/train_resnet.py under test/no-autocast: AttributeError: "
-        f"module 'torch' has no attribute 'autocast' [{ONE_RUN}]"
+        f"module 'torch' has no attribute 'autocast' [{TWO_RANKS}]"
     ], text
     assert "(reused)" in text and "0 passed, 1 failed" in text
 
@@ -85,11 +85,12 @@ def test_the_trainer_passes_with_only_the_apis_of_pytorch_2_1(tmp_path, plain_en
     hide = ["torch.amp.GradScaler", "torch.OutOfMemoryError"]
     stack = stack_lacking("like-2.1", hide)
     envs = fake_environment(tmp_path, stack, hide)
-    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=envs, select=ONE_RUN)
+    select = f"{TWO_RANKS} or loss_scaler"
+    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=envs, select=select)
     text = "\n".join(report.lines)
     assert report.status == "pass", text
     assert "ran:          examples/pytorch/train_resnet.py" in text
-    assert "1 passed, 0 failed" in text
+    assert "2 passed, 0 failed" in text
 
 
 # --------------------------------------------------------------------------- pieces
@@ -107,6 +108,12 @@ def test_the_trainer_passes_with_only_the_apis_of_pytorch_2_1(tmp_path, plain_en
             "environment has 2.0.1\nerror: train_resnet.py needs torch 2.1 or newer; this "
             "environment has 2.0.1",
             "error: train_resnet.py needs torch 2.1 or newer; this environment has 2.0.1",
+        ),
+        (  # torchrun marks each rank's lines
+            "E   AssertionError: resnet50: 2 rank(s)\n[rank1]: Traceback (most recent call last):\n"
+            "[rank1]: AttributeError: module 'torch' has no attribute 'autocast'\n"
+            "E   assert 1 == 0",
+            "AttributeError: module 'torch' has no attribute 'autocast'",
         ),
         (
             "E   ModuleNotFoundError: No module named 'torchvision'",
@@ -128,7 +135,7 @@ def test_junit_reports_are_read_into_passes_and_failures():
     assert stack_ci._junit(xml, "") == (1, [("b", "KeyError: 'x'")])
     assert stack_ci._junit("<testsuites/>", "ERROR: file not found: x.py") == (
         0,
-        [("(collection)", "ERROR: file not found: x.py")],
+        [("(collection)", "no test ran: ERROR: file not found: x.py")],
     )
 
 
