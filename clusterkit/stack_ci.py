@@ -236,7 +236,7 @@ def _junit(xml: str, output: str) -> tuple[int, list[tuple[str, str]]]:
 
 def _missing_modules(python, programs: list[Path]) -> dict[str, str]:
     """For each program: which of the frameworks it needs the interpreter cannot import."""
-    needed = {m for p in programs for m in S.minimum_versions(p) if m in MODULES}
+    needed = {m for p in programs for m in S.frameworks_of(p) if m in MODULES}
     code = "import importlib.util as u, sys\nfor m in sys.argv[1:]: print(m, bool(u.find_spec(m)))"
     r = subprocess.run(
         [str(python), "-c", code, *sorted(needed)],
@@ -246,7 +246,7 @@ def _missing_modules(python, programs: list[Path]) -> dict[str, str]:
     have = {ln.split()[0] for ln in r.stdout.splitlines() if ln.endswith("True")}
     out = {}
     for program in programs:
-        absent = [m for m in S.minimum_versions(program) if m in MODULES and m not in have]
+        absent = [m for m in S.frameworks_of(program) if m in MODULES and m not in have]
         if absent:
             why = "; ".join(f"{m}: {NOT_FROM_PYPI[m]}" for m in absent if m in NOT_FROM_PYPI)
             out[_rel(program)] = f"needs {', '.join(absent)}, not installed here" + (

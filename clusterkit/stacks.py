@@ -31,8 +31,8 @@ PYPI_NAMES = {
 }
 # Installed beside the frameworks so that the trainers' own tests run under the stack.
 TEST_TOOLS = ("pytest>=8", "pillow")
-# Names the frameworks import under, for reading a stack's environment back.
-IMPORT_NAMES = {"torch": "torch", "torchvision": "torchvision", "tensorflow": "tensorflow"}
+# Frameworks a training program may import (as Python names them), its own first.
+KNOWN_FRAMEWORKS = ("torch", "torchvision", "tensorflow", "keras", "horovod")
 
 
 # --------------------------------------------------------------------------- lookup
@@ -126,10 +126,29 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in m[0].split(".")) if m else ()
 
 
+@cache
+def frameworks_of(program: Path) -> tuple[str, ...]:
+    """The frameworks a program needs, its own first: its MINIMUM_VERSIONS, else (a program
+    that does not state them) the frameworks its top-level imports name."""
+    if minimum_versions(program):
+        return tuple(minimum_versions(program))
+    tree = ast.parse(Path(program).read_text(encoding="utf-8"), str(program))
+    found: list[str] = []
+    for node in tree.body:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        for name in names:
+            top = name.split(".")[0]
+            if top in KNOWN_FRAMEWORKS and top not in found:
+                found.append(top)
+    return tuple(found)
+
+
 def uses(program: Path, stack: Stack) -> bool:
-    """Whether the program is one for the stack: the stack has its framework, the first entry
-    of its MINIMUM_VERSIONS (what else it needs, the stack must provide too)."""
-    needed = list(minimum_versions(program))
+    """Whether the program is one for the stack: the stack has the program's own framework
+    (what else the program needs, the stack must provide too)."""
+    needed = frameworks_of(program)
     return bool(needed) and needed[0] in stack.frameworks
 
 

@@ -87,6 +87,13 @@ def test_programs_state_their_oldest_versions_with_their_framework_first():
         assert S.minimum_versions(program), program
 
 
+def test_a_program_that_states_no_minimum_is_known_by_its_imports(known, tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text("import os\nimport tensorflow as tf\nfrom horovod import tensorflow\n")
+    assert S.frameworks_of(program) == ("tensorflow", "horovod")
+    assert S.uses(program, known["bede/keras2"]) and not S.uses(program, known["bede/torch"])
+
+
 def test_a_program_runs_on_the_stacks_of_its_framework(known):
     assert S.uses(TORCH_TRAINER, known["bede/torch"])
     assert not S.uses(TORCH_TRAINER, known["bede/keras2"])

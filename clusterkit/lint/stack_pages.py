@@ -48,12 +48,8 @@ def _front_matter_lines(text: str) -> list[tuple[int, str]]:
 
 # --------------------------------------------------------------------------- programs
 def training_programs() -> dict[str, Path]:
-    """The training programs under examples/ (those stating MINIMUM_VERSIONS), by file name."""
-    found = {}
-    for path in sorted((ROOT / "examples").rglob("*.py")):
-        if S.minimum_versions(path):
-            found[path.name] = path
-    return found
+    """The training programs under examples/ (those that use a framework), by file name."""
+    return {p.name: p for p in sorted((ROOT / "examples").rglob("*.py")) if S.frameworks_of(p)}
 
 
 def page_programs(page: Page) -> list[Path]:
