@@ -148,6 +148,7 @@ def reason_of(text: str) -> str:
     """The line that says why a test failed: the last exception a program raised (its missing
     API, for example), else the program's own ``error:`` line, else the first line."""
     # pytest marks its report lines "E   "; torchrun prefixes each rank's lines "[rank1]: "
+    text = text.replace("\\'", "'")  # quotes escaped by a repr() in an assert message
     lines = [re.sub(r"^(?:E\s+)?(?:\[[\w-]+\]:\s*)?", "", ln).strip() for ln in text.splitlines()]
     found = [
         ln

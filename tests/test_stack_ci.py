@@ -115,6 +115,11 @@ def test_the_trainer_passes_with_only_the_apis_of_pytorch_2_1(tmp_path, plain_en
             "E   assert 1 == 0",
             "AttributeError: module 'torch' has no attribute 'autocast'",
         ),
+        (  # from the repr() of a list of outputs: quotes come escaped
+            "E   AssertionError: [(1, 'Traceback...\nAttributeError: \\'EagerTensor\\' object has "
+            "no attribute \\'path\\'\n')]",
+            "AttributeError: 'EagerTensor' object has no attribute 'path'",
+        ),
         (
             "E   ModuleNotFoundError: No module named 'torchvision'",
             "ModuleNotFoundError: No module named 'torchvision'",
