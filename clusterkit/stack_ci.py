@@ -275,11 +275,17 @@ class StackReport:
 
 
 def check_stack(
-    stack: Stack, programs: list[Path], envs_dir: Path = ENVS_DIR, select: str | None = None
+    stack: Stack,
+    programs: list[Path] | None,
+    envs_dir: Path = ENVS_DIR,
+    select: str | None = None,
 ) -> StackReport:
-    """Build or reuse the stack's environment and run its programs' tests there (``select``:
-    pytest's ``-k``, to run fewer)."""
+    """Build or reuse the stack's environment and run its programs' tests there. ``programs``:
+    those of the pages that name the stack (None: no page names it); ``select``: pytest's
+    ``-k``, to run fewer tests."""
     report = StackReport(stack)
+    named = programs is not None
+    programs = programs or []
     route = S.ci_route(stack)
     report.say(
         "stack", f"{stack.raw['title']} ({stack.route}, {stack.accelerator}, {stack.status})"
@@ -294,12 +300,12 @@ def check_stack(
         return report
     if not programs:
         report.status = "skip"
-        why = (
-            "every program of its pages needs newer versions (above)"
-            if refused
-            else ("no page runs a program of this stack's frameworks")
-        )
-        report.say("skipped", why)
+        if refused:
+            report.say("skipped", "every program of its pages needs newer versions (above)")
+        elif named:
+            report.say("skipped", "its pages run no program of this stack's frameworks")
+        else:
+            report.say("skipped", "no page names this stack (front matter stacks:)")
         return report
     if covered_by_tests_session(route):
         report.say("packages", " ".join(route.packages))
@@ -362,13 +368,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.only or ()) - set(stacks))
     if unknown:
         ap.error(f"no stack {', '.join(unknown)} (known: {', '.join(sorted(stacks))})")
+    findings = stack_pages.check_all()
+    if findings:  # a page naming an unknown stack would otherwise go untested
+        print("\n".join(map(str, findings)))
+        return 1
     programs = stack_pages.programs_by_stack()
     reports = []
     for key, stack in sorted(stacks.items()):
         if args.only and key not in args.only:
             continue
         print(f"stack {key}", flush=True)
-        report = check_stack(stack, programs.get(key, []))
+        report = check_stack(stack, programs.get(key))
         print("\n".join(report.lines), flush=True)
         reports.append(report)
     if not args.only:

@@ -183,3 +183,19 @@ def test_stacks_with_the_shared_environment_versions_are_left_to_the_tests_sessi
     older = stack_lacking("older", [])
     older.raw["ci"] = {"pip": ["torch==2.1.2", "torchvision==0.16.2"]}
     assert not stack_ci.covered_by_tests_session(S.ci_route(older))
+
+
+def test_stacks_no_page_names_are_reported_and_left_alone(tmp_path):
+    report = stack_ci.check_stack(stack_lacking("unnamed", []), None, envs_dir=tmp_path)
+    assert report.status == "skip" and "no page names this stack" in "\n".join(report.lines)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_session_stops_on_a_page_naming_an_unknown_stack(monkeypatch, capsys):
+    from clusterkit.errors import Finding
+    from clusterkit.lint import stack_pages
+
+    finding = Finding("docs/x.md", 3, "stack-exists", "no stack 'bede/nope'")
+    monkeypatch.setattr(stack_pages, "check_all", lambda: [finding])
+    assert stack_ci.main([]) == 1
+    assert "docs/x.md:3: [stack-exists] no stack 'bede/nope'" in capsys.readouterr().out
