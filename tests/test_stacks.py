@@ -226,3 +226,17 @@ def test_an_unknown_stack_fails_the_build_at_its_front_matter_line(known, tmp_pa
 def test_the_stack_ids_of_the_pages_can_be_looked_up():
     with pytest.raises(CheckError, match="name it site/stack"):
         S.find("nope")
+
+
+@pytest.mark.parametrize("name", sorted(SP.training_programs()))
+def test_the_programs_are_python_3_9_syntax(name):
+    """Sites' stacks still come with Python 3.9 (Rocky 9's python3, Open-CE builds): the
+    programs use no syntax newer than that (nor zip(strict=...), which ruff's B905 asks for)."""
+    import ast
+
+    path = SP.training_programs()[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path), feature_version=(3, 9))
+    zips = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "zip"
+    ]
+    assert not [n.lineno for n in zips if any(k.arg == "strict" for k in n.keywords)]

@@ -682,7 +682,8 @@ def main(argv=None) -> int:
     def replica_step(images, labels):
         loss, grads = compute_gradients(images, labels)
         # apply_gradients sums the gradients over all replicas (an all-reduce) before updating
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        # (no zip(strict=True): Python 3.9, which some sites' stacks still have, lacks it)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # noqa: B905
         return loss
 
     @tf.function

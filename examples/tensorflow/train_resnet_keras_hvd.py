@@ -158,7 +158,8 @@ def main() -> int:
         # Average the gradients over the ranks. (hvd.DistributedGradientTape does this for
         # tf.Variables, but calls .ref() on each source, which Keras 3 variables lack.)
         grads = hvd.grouped_allreduce(grads, op=hvd.Average, compression=compression)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        # (no zip(strict=True): Python 3.9, which some sites' stacks still have, lacks it)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # noqa: B905
         return hvd.allreduce(loss)
 
     def save() -> None:
