@@ -1,8 +1,10 @@
-"""Sessions: lint · tests · docs · check · slurm · browser · linkcheck · serve.
+"""Sessions: lint · tests · docs · check · slurm · browser · stacks · linkcheck · serve.
 
 ``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
 PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
-``requirements/ml.txt`` changes (it is several GB: no session builds its own copy).
+``requirements/ml.txt`` changes (it is several GB: no session builds its own copy). The
+``stacks`` session keeps one environment per package list of the sites' software stacks,
+``.nox/_stack-<hash>``, built once in the same way.
 """
 
 from __future__ import annotations
@@ -220,6 +222,17 @@ def browser(session: nox.Session) -> None:
         env={"CLUSTERKIT_SITE_HTML": str(html), "CLUSTERKIT_ARTIFACTS": str(BUILD / "artifacts")},
     )
     session.log(f"screenshots in {BUILD / 'artifacts'}")
+
+
+@nox.session(tags=["ci"])
+def stacks(session: nox.Session) -> None:
+    """The training programs under the framework versions of each software stack that a page
+    names (``stacks:`` in its front matter): for every stack CI can install (its ``ci.pip``, else
+    its torch/torchvision/tensorflow-cpu versions from PyPI) the programs' tests marked ``stack``
+    run in ``.nox/_stack-<hash of the package list>``, shared by stacks with the same packages
+    and rebuilt only when the list changes. ``-- --only site/name`` checks one stack."""
+    session.install("-e", ".")
+    session.run("python", "-m", "clusterkit.stack_ci", *session.posargs)
 
 
 @nox.session

@@ -2,7 +2,9 @@
 
 ``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
 paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the
-lifecycle banner (current / end of service / retired, with dates and successor).
+lifecycle banner (current / end of service / retired, with dates and successor);
+``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
+and what they hold.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
+from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
+from clusterkit import stacks as S
 from clusterkit.errors import CheckError
+from clusterkit.lint import stack_pages
+from clusterkit.lint.pages import scan_page
 from clusterkit.profiles import Site, Stack, load_site
 
+logger = logging.getLogger(__name__)
 SHOWS = (
     "nodes",
     "affinity",
@@ -317,6 +324,58 @@ def _results_table(rows) -> nodes.table:
     return _table(headers, table_rows)
 
 
+class PageStacks(SphinxDirective):
+    """The stacks the page names in its front matter, in words: how each is made, its Python,
+    framework versions and accelerator build, and what CI runs for it. A stack that a program of
+    the page cannot run on is said so. An unknown stack is an error at its front-matter line."""
+
+    def run(self) -> list[nodes.Node]:
+        path = Path(self.env.doc2path(self.env.docname))
+        page = scan_page(path)
+        named = stack_pages.named_stacks(page)
+        if not named:
+            raise self.error(
+                "the page names no stacks: add `stacks: [site/name]` to its front matter"
+            )
+        box = nodes.admonition(classes=["page-stacks"])
+        box += nodes.title(text="Software stack" if len(named) == 1 else "Software stacks")
+        items = nodes.bullet_list()
+        for key, line in named:
+            try:
+                stack = S.find(key, path, line)
+            except CheckError as exc:
+                finding = exc.findings[0]
+                logger.warning(
+                    f"[{finding.rule}] {finding.message}", location=(self.env.docname, line)
+                )
+                continue
+            self.env.note_dependency(str(load_site(stack.site).path))
+            items += nodes.list_item("", *self.describe(stack, stack_pages.page_programs(page)))
+        box += items
+        return [box]
+
+    @staticmethod
+    def describe(stack, programs: list[Path]) -> list[nodes.Node]:
+        para = nodes.paragraph()
+        para += nodes.strong(text=stack.raw["title"])
+        para += nodes.Text(" (")
+        para += nodes.literal(text=stack.key)
+        para += nodes.Text("): ")
+        para += nodes.literal(text=S.how_made(stack))
+        para += nodes.Text(f"; {S.facts(stack)}. {S.ci_sentence(stack)}.")
+        out = [para]
+        for program in programs:
+            why = S.unsupported(program, stack) if S.uses(program, stack) else []
+            if why:
+                out.append(
+                    nodes.paragraph(
+                        text=f"{program.name} does not run on this stack ({'; '.join(why)}): it "
+                        "stops at start-up, naming the version it needs."
+                    )
+                )
+        return out
+
+
 class ResultsTable(SphinxDirective):
     """Recorded figures for a benchmark (optionally one site), each with its source."""
 
@@ -453,5 +512,6 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("site-status", SiteStatus)
     app.add_directive("results-table", ResultsTable)
     app.add_directive("results-plot", ResultsPlot)
+    app.add_directive("page-stacks", PageStacks)
     app.add_directive("last-verified", LastVerified)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

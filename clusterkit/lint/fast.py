@@ -18,6 +18,8 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
 * ``coverage``: every code block of the pages has a route to a test, or a reason (static);
 * ``content``: what pages and comments say against the trainers' help, cited headings, pinned
   installs and images, rank bindings against loader workers (:mod:`clusterkit.lint.content`);
+* ``stacks``: every software stack a page names (front matter ``stacks:``) is in a profile, the
+  page shows it (``{page-stacks}``), and every page that runs a training program names one;
 * ``shellcheck``: every shell example and every shell block of the pages;
 * ``sphinx``: ``sphinx-build -b dummy -W -n`` (references, toctrees, directives), run in
   parallel with the rest; skipped, saying so, where Sphinx is not installed.
@@ -52,6 +54,7 @@ CHECKS = [
     "inventories",
     "coverage",
     "content",
+    "stacks",
     "shellcheck",
     "sphinx",
 ]
@@ -170,6 +173,17 @@ def check_content() -> Result:
     return r
 
 
+def check_stacks() -> Result:
+    from clusterkit.lint import stack_pages
+
+    r = Result("stacks")
+    pages = P.scan_pages()
+    r.findings = stack_pages.check_all(pages)
+    named = sum(bool(stack_pages.named_stacks(page)) for page in pages)
+    r.summary = f"{named} page(s) name their software stacks"
+    return r
+
+
 def _shellcheck(source: str) -> str:
     proc = subprocess.run(
         ["shellcheck", "--shell=bash", "--format=gcc", "-e", P.PAGE_SHELLCHECK_EXCLUDE, "-"],
@@ -257,6 +271,7 @@ RUNNERS: dict[str, Callable[[], Result]] = {
     "inventories": check_inventories,
     "coverage": check_coverage,
     "content": check_content,
+    "stacks": check_stacks,
     "shellcheck": check_shellcheck,
 }
 

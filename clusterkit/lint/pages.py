@@ -33,6 +33,7 @@ OPAQUE_DIRECTIVES = {
     "results-table",
     "results-plot",
     "last-verified",
+    "page-stacks",
     "block-coverage",
     "mermaid",
     "figure",
