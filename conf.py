@@ -18,6 +18,7 @@ extensions = [
     "sphinx_tabs.tabs",
     "sphinx_copybutton",
     "sphinx.ext.doctest",
+    "sphinxarg.ext",  # sphinx-argparse: the trainers' option pages
     "clusterkit.sphinxext",
 ]
 
@@ -56,13 +57,14 @@ copybutton_remove_prompts = True
 
 
 # Site facts as substitutions, so prose can cite a figure without retyping it:
-# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ...
+# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ... Hyphens in site
+# and partition names become underscores ({{ isambard_ai_title }}): Jinja names have none.
 def _site_substitutions() -> dict[str, str]:
     from clusterkit.profiles import all_sites
 
     out: dict[str, str] = {}
     for site in all_sites():
-        s = site.name
+        s = site.name.replace("-", "_")
         life = site.data["lifecycle"]
         out[f"{s}_title"] = site.title
         out[f"{s}_status"] = life["status"]
@@ -84,6 +86,13 @@ def _site_substitutions() -> dict[str, str]:
             out[f"{key}_cpu"] = node.cpu
             if part.max_nodes:
                 out[f"{key}_max_nodes"] = str(part.max_nodes)
+            if part.size:
+                out[f"{key}_nodes"] = str(part.size)
+            gpu = node.raw.get("gpus") or {}
+            if gpu.get("interconnect"):
+                out[f"{key}_gpu_interconnect"] = gpu["interconnect"]
+            if gpu.get("memory_gb"):
+                out[f"{key}_gpu_memory_gb"] = f"{gpu['memory_gb']:g}"
     return out
 
 

@@ -1,8 +1,10 @@
-"""Sessions: lint · tests · docs · check · slurm · browser · linkcheck · serve.
+"""Sessions: lint · tests · docs · check · slurm · browser · stacks · linkcheck · serve.
 
 ``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
 PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
-``requirements/ml.txt`` changes (it is several GB: no session builds its own copy).
+``requirements/ml.txt`` changes (it is several GB: no session builds its own copy). The
+``stacks`` session keeps one environment per package list of the sites' software stacks,
+``.nox/_stack-<hash>``, built once in the same way.
 """
 
 from __future__ import annotations
@@ -66,13 +68,16 @@ def ml_env(session: nox.Session) -> dict[str, str]:
     digest = hashlib.sha256(req.read_bytes() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
     python = ML_ENV / "bin" / "python"
     if not python.exists() or not stamp.is_file() or stamp.read_text() != digest:
-        session.log(f"building the shared ML environment in {ML_ENV} (once; a few minutes)")
-        if ML_ENV.exists():
-            shutil.rmtree(ML_ENV)
-        session.run(sys.executable, "-m", "venv", str(ML_ENV), external=True)
-        session.run(
-            str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip", external=True
-        )
+        if python.exists():
+            # a changed requirement is installed over the environment (minutes saved; a
+            # package dropped from the list stays until `rm -r .nox/_ml`)
+            session.log(f"updating the shared ML environment in {ML_ENV}")
+        else:
+            session.log(f"building the shared ML environment in {ML_ENV} (once; a few minutes)")
+            session.run(sys.executable, "-m", "venv", str(ML_ENV), external=True)
+            session.run(
+                str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip", external=True
+            )
         session.run(str(python), "-m", "pip", "install", "--quiet", "-r", str(req), external=True)
         session.run(
             str(python),
@@ -161,7 +166,7 @@ def tests(session: nox.Session) -> None:
             "clusterkit.lint.coverage",
             *(arg for log in logs for arg in ("--log", log)),
             "--write",
-            str(ROOT / "docs" / "reference" / "test-coverage.md"),
+            str(ROOT / "docs" / "project" / "test-coverage.md"),
             "--check",
         )
 
@@ -217,6 +222,17 @@ def browser(session: nox.Session) -> None:
         env={"CLUSTERKIT_SITE_HTML": str(html), "CLUSTERKIT_ARTIFACTS": str(BUILD / "artifacts")},
     )
     session.log(f"screenshots in {BUILD / 'artifacts'}")
+
+
+@nox.session(tags=["ci"])
+def stacks(session: nox.Session) -> None:
+    """The training programs under the framework versions of each software stack that a page
+    names (``stacks:`` in its front matter): for every stack CI can install (its ``ci.pip``, else
+    its torch/torchvision/tensorflow-cpu versions from PyPI) the programs' tests marked ``stack``
+    run in ``.nox/_stack-<hash of the package list>``, shared by stacks with the same packages
+    and rebuilt only when the list changes. ``-- --only site/name`` checks one stack."""
+    session.install("-e", ".")
+    session.run("python", "-m", "clusterkit.stack_ci", *session.posargs)
 
 
 @nox.session

@@ -24,9 +24,27 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             continue
         print(
             f"{path}: ok ({site.title}, {site.status}, {len(site.partitions)} partitions, "
-            f"{len(site.modules)} modules)"
+            f"{len(site.modules)} modules, {len(site.stacks)} stacks)"
         )
+    if not args.files:  # the recorded channels the stacks install from
+        bad += _check_channel_manifests()
     return 1 if bad else 0
+
+
+def _check_channel_manifests() -> int:
+    from clusterkit.channels import CHANNELS_DIR, load_manifest
+
+    bad = 0
+    for path in sorted(p for p in CHANNELS_DIR.glob("*.yaml") if p.name != "schema.yaml"):
+        try:
+            m = load_manifest(path)
+        except CheckError as exc:
+            print(exc, file=sys.stderr)
+            bad += 1
+            continue
+        seen = "listing read" if m.listing_seen else "listing not read"
+        print(f"{path}: ok ({m.data['kind']}, {len(m.data['packages'])} entries, {seen})")
+    return bad
 
 
 def cmd_check_job(args: argparse.Namespace) -> int:

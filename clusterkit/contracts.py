@@ -27,27 +27,36 @@ CACHE_DIR = ROOT / ".cache" / "contracts"
 
 # Runs inside the script's interpreter: intercept parse_args/parse_known_args, dump, exit 0.
 _PROBE = r"""
-import argparse, json, runpy, sys
+import argparse, json, os, runpy, sys
 path, out = sys.argv[1], sys.argv[2]
-def dump(self, *a, **k):
+def describe(parser):
     opts = []
-    for act in self._actions:
+    for act in parser._actions:
         if isinstance(act, argparse._HelpAction):
             continue
-        opts.append({
+        entry = {
             "flags": list(act.option_strings), "dest": act.dest,
             "takes_value": act.nargs != 0,
             "nargs": act.nargs if isinstance(act.nargs, (int, str)) or act.nargs is None else None,
             "choices": [str(c) for c in act.choices] if act.choices is not None else None,
             "type": getattr(act.type, "__name__", None) if act.type else None,
             "required": bool(act.required),
-        })
+        }
+        if isinstance(act, argparse._SubParsersAction):
+            entry["subcommands"] = {name: describe(p) for name, p in act.choices.items()}
+        opts.append(entry)
+    return opts
+def dump(self, *a, **k):
     with open(out, "w") as f:
-        json.dump({"prog": self.prog, "options": opts}, f, indent=1)
+        json.dump({"prog": self.prog, "options": describe(self)}, f, indent=1)
     raise SystemExit(0)
 argparse.ArgumentParser.parse_args = dump
 argparse.ArgumentParser.parse_known_args = dump
+if path.startswith("module:"):
+    sys.argv = [path[7:]]
+    runpy.run_module(path[7:], run_name="__main__", alter_sys=True)
 sys.argv = [path]
+sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as python does for a script
 runpy.run_path(path, run_name="__main__")
 raise SystemExit("no ArgumentParser.parse_args call reached")
 """
@@ -66,27 +75,36 @@ class Contract:
 
     def parser(self) -> argparse.ArgumentParser:
         p = _StrictParser(prog=self.name, add_help=True, allow_abbrev=self.allow_abbrev)
-        for opt in self.options:
-            if not opt["flags"]:
-                # positionals: accept anything
-                nargs = opt.get("nargs")
-                p.add_argument(opt["dest"], nargs="*" if nargs in ("*", "+", "...") else "?")
-                continue
-            kwargs: dict = {"dest": opt["dest"]}
-            if not opt["takes_value"]:
-                kwargs["action"] = "append_const"
-                kwargs["const"] = True
-            else:
-                nargs = opt.get("nargs")
-                if nargs not in (None, 1):
-                    kwargs["nargs"] = nargs if nargs != "..." else "*"
-                if opt.get("choices"):
-                    kwargs["choices"] = _Choices(opt["choices"])
-                kwargs["type"] = _shell_tolerant(_TYPES.get(opt.get("type") or "", str))
-            flags = [f for f in opt["flags"] if f not in ("-h", "--help")]
-            if flags:
-                p.add_argument(*flags, **kwargs)
+        _add_options(p, self.options)
         return p
+
+
+def _add_options(p: argparse.ArgumentParser, options: list[dict]) -> None:
+    for opt in options:
+        if opt.get("subcommands") is not None:
+            sub = p.add_subparsers(dest=opt["dest"], parser_class=_StrictParser)
+            for name, sub_options in opt["subcommands"].items():
+                _add_options(sub.add_parser(name), sub_options)
+            continue
+        if not opt["flags"]:
+            # positionals: accept anything
+            nargs = opt.get("nargs")
+            p.add_argument(opt["dest"], nargs="*" if nargs in ("*", "+", "...") else "?")
+            continue
+        kwargs: dict = {"dest": opt["dest"]}
+        if not opt["takes_value"]:
+            kwargs["action"] = "append_const"
+            kwargs["const"] = True
+        else:
+            nargs = opt.get("nargs")
+            if nargs not in (None, 1):
+                kwargs["nargs"] = nargs if nargs != "..." else "*"
+            if opt.get("choices"):
+                kwargs["choices"] = _Choices(opt["choices"])
+            kwargs["type"] = _shell_tolerant(_TYPES.get(opt.get("type") or "", str))
+        flags = [f for f in opt["flags"] if f not in ("-h", "--help")]
+        if flags:
+            p.add_argument(*flags, **kwargs)
 
 
 def _bool_text(value: str) -> str:
@@ -121,18 +139,25 @@ class _StrictParser(argparse.ArgumentParser):
         raise ContractError(message or "exit")
 
 
-def introspect(script: Path, python: str | None = None) -> dict:
-    """Read a script's argparse options by running it with parse_args intercepted."""
+def introspect(script: Path, python: str | None = None, module: str | None = None) -> dict:
+    """Read a script's argparse options by running it with parse_args intercepted (as
+    ``python -m MODULE`` when ``module`` is given: ``script`` is then the module's file)."""
     script = Path(script).resolve()
-    key = hashlib.sha256(script.read_bytes()).hexdigest()[:16]
-    cached = CACHE_DIR / f"{script.stem}-{key}.json"
+    key = hashlib.sha256(_source_bytes(script, module) + _PROBE.encode()).hexdigest()[:16]
+    cached = CACHE_DIR / f"{module or script.stem}-{key}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     r = subprocess.run(
-        [python or sys.executable, "-c", _PROBE, str(script), str(tmp)],
+        [
+            python or sys.executable,
+            "-c",
+            _PROBE,
+            f"module:{module}" if module else str(script),
+            str(tmp),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -147,9 +172,18 @@ def introspect(script: Path, python: str | None = None) -> dict:
     return json.loads(cached.read_text())
 
 
-def own_contract(script: Path) -> Contract:
-    data = introspect(script)
-    return Contract(Path(script).name, data["options"], str(script))
+def _source_bytes(script: Path, module: str | None) -> bytes:
+    """What the options depend on: the script; for a module of this project, every file of
+    its package (``python -m clusterkit`` reads its parser from ``cli.py``)."""
+    if module and ROOT in script.parents:
+        package = ROOT / module.split(".")[0]
+        return b"".join(p.read_bytes() for p in sorted(package.rglob("*.py")))
+    return script.read_bytes()
+
+
+def own_contract(script: Path, module: str | None = None) -> Contract:
+    data = introspect(script, module=module)
+    return Contract(module or Path(script).name, data["options"], str(script))
 
 
 def _kept(name: str, data: dict) -> Contract:

@@ -28,6 +28,10 @@ def modulefile(site: Site, mod) -> str:
         f'whatis("{_lua(provides or mod.full_name)}")',
         f'setenv("{var}", "{_lua(mod.version or "")}")',
     ]
+    for item in mod.raw.get("sets", ()):
+        name, eq, value = item.partition("=")
+        value = value if eq else f"/clusterkit-stand-in/{mod.full_name}"
+        lines.append(f'setenv("{_lua(name)}", "{_lua(value)}")')
     if mod.status == "historical":
         repl = f"; now: {mod.replacement}" if mod.replacement else ""
         msg = f"{mod.full_name} is historical on {site.title}{repl}"

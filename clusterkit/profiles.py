@@ -142,6 +142,11 @@ class NodeType:
     raw: dict = field(repr=False, compare=False)
 
     @property
+    def python(self) -> str | None:
+        """major.minor of the plain ``python3`` on these nodes, if the profile gives it."""
+        return self.raw.get("python")
+
+    @property
     def cores(self) -> int:
         return self.sockets * self.cores_per_socket
 
@@ -170,19 +175,35 @@ class Partition:
 
     def walltime_limit(self, nodes: int) -> tuple[int, str, str]:
         """(seconds, as written, why) of the longest run a job of ``nodes`` nodes may ask for:
-        the bin of ``walltime_by_nodes`` it falls in, else ``max_walltime``."""
-        low = 1
+        the size bin of ``walltime_by_nodes`` it falls in, else ``max_walltime``."""
         for b in self.raw.get("walltime_by_nodes", ()):
-            if nodes <= b["max_nodes"]:
-                why = f"for {low}-{b['max_nodes']} nodes"
+            if b["min_nodes"] <= nodes <= b["max_nodes"]:
+                why = f"for {b['min_nodes']}-{b['max_nodes']} nodes"
                 return duration_seconds(b["max_walltime"]), b["max_walltime"], why
-            low = b["max_nodes"] + 1
         return self.max_walltime_s, self.max_walltime, "in all"
 
     @property
     def size(self) -> int | None:
         """Nodes in the partition: its own ``nodes``, else every node of its type."""
         return self.raw.get("nodes") or self.node_type.raw.get("count")
+
+    def walltime_for(self, nodes: int) -> tuple[int | None, str]:
+        """(most seconds a job of ``nodes`` nodes may ask for, what sets that limit).
+
+        The partition's max_walltime, or the limit of the size bin (``walltime_by_nodes``) the
+        job falls in; None when the partition has bins and none holds that many nodes.
+        """
+        bins = self.raw.get("walltime_by_nodes")
+        if not bins:
+            return self.max_walltime_s, f"the {self.name} partition's limit of {self.max_walltime}"
+        for b in bins:
+            if b["min_nodes"] <= nodes <= b["max_nodes"]:
+                return (
+                    duration_seconds(b["max_walltime"]),
+                    f"the {self.name} partition's limit of {b['max_walltime']} for jobs of "
+                    f"{b['min_nodes']}-{b['max_nodes']} nodes",
+                )
+        return None, f"no size bin of the {self.name} partition holds {nodes} nodes"
 
 
 @dataclass(frozen=True)
@@ -226,9 +247,11 @@ class Stack:
 
     @property
     def accelerator(self) -> str:
-        """``cuda 12.2``, ``rocm 5.2`` or ``cpu``."""
+        """``cuda 12.2``, ``rocm 5.2``, ``cpu``, or ``cuda (version not known)``."""
         acc = self.raw["accelerator"]
-        return f"{acc['kind']} {acc['version']}" if acc.get("version") else acc["kind"]
+        if acc.get("version"):
+            return f"{acc['kind']} {acc['version']}"
+        return f"{acc['kind']} (version not known)" if acc.get("unknown") else acc["kind"]
 
     @property
     def route(self) -> str:
@@ -238,6 +261,31 @@ class Stack:
     @property
     def install(self) -> dict:
         return dict(self.raw["install"][self.route])
+
+    @property
+    def ci_skip(self) -> str | None:
+        """Why CI cannot run examples under this stack, or None."""
+        return self.raw.get("ci", {}).get("skip")
+
+    @property
+    def ci_pip(self) -> list[str] | None:
+        """The pip requirements of CI's x86-64 environment for this stack (None: skipped).
+
+        ``ci.pip`` when given; otherwise each framework at the stack's version from PyPI, with
+        ``tensorflow-cpu`` for TensorFlow; a two-part version (numpy 1.26) is a release series
+        (``==1.26.*``). Horovod is left out: it is built against the frameworks
+        (``nox -s horovod``).
+        """
+        if self.ci_skip:
+            return None
+        if "pip" in self.raw.get("ci", {}):
+            return list(self.raw["ci"]["pip"])
+        names = {"tensorflow": "tensorflow-cpu"}
+        return [
+            f"{names.get(fw, fw)}=={version}" + (".*" if version.count(".") == 1 else "")
+            for fw, version in self.frameworks.items()
+            if fw != "horovod"
+        ]
 
 
 @dataclass(frozen=True)
@@ -356,6 +404,10 @@ class Site:
             return True
         return re.fullmatch(acct["pattern"], account) is not None
 
+    def tool(self, name: str) -> dict | None:
+        """A command the site adds for its users (``tools:``), if it is one."""
+        return self.data.get("tools", {}).get(name)
+
     def launcher(self, name: str) -> dict | None:
         return next((x for x in self.data["launchers"] if x["name"] == name), None)
 
@@ -410,6 +462,55 @@ def _schema_findings(path: Path, data: Any) -> list[Finding]:
     return findings
 
 
+_RELEASE = re.compile(r"^\d+(\.\d+)*$")
+
+
+def _stack_route_findings(path: Path, data: dict, name: str, stack: dict) -> list[Finding]:
+    """A stack's module exists and suits it; CI can install its versions or says how."""
+    out: list[Finding] = []
+
+    def bad(keys: tuple, rule: str, msg: str) -> None:
+        out.append(Finding(path, line_of(data, ("stacks", name, *keys)), rule, msg))
+
+    module = stack["install"].get("module")
+    if module:
+        full = module["name"]
+        found = [
+            m
+            for m in data.get("modules", [])
+            if (f"{m['name']}/{m['version']}" if m.get("version") else m["name"]) == full
+        ]
+        if not found:
+            bad(("install",), "stack-module", f"stack {name}: module {full} is not under modules:")
+        elif found[0]["status"] == "removed" and stack["status"] == "current":
+            bad(
+                ("status",),
+                "stack-module",
+                f"stack {name}: module {full} is removed, so the stack is historical",
+            )
+        else:
+            served = found[0].get("node_types")
+            missing = [nt for nt in stack["node_types"] if served and nt not in served]
+            if missing:
+                bad(
+                    ("node_types",),
+                    "stack-module",
+                    f"stack {name}: module {full} is not built for node type(s) {missing}",
+                )
+    if data.get("lifecycle", {}).get("status") == "retired" and stack["status"] != "historical":
+        bad(("status",), "stack-status", f"stack {name}: a retired site's stacks are historical")
+    odd = {k: v for k, v in stack["frameworks"].items() if not _RELEASE.match(v)}
+    if odd and "ci" not in stack:
+        shown = ", ".join(f"{k} {v}" for k, v in odd.items())
+        bad(
+            ("frameworks",),
+            "stack-ci",
+            f"stack {name}: {shown} is not a release on PyPI; give ci.pip (the releases CI "
+            "installs instead) or ci.skip (why CI cannot run it)",
+        )
+    return out
+
+
 def check_consistency(path: Path, data: dict) -> list[Finding]:
     """Cross-references the schema cannot express."""
     out: list[Finding] = []
@@ -433,8 +534,11 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 f"node type {name}: usable_cores {nt['usable_cores']} exceeds sockets x "
                 f"cores_per_socket = {cores}",
             )
+    for name, nt in node_types.items():
+        out.extend(_map_findings(path, data, name, nt))
     qos_names = set(data.get("qos", {}))
     for name, part in data.get("partitions", {}).items():
+        out.extend(_bin_findings(path, data, name, part))
         if part["node_type"] not in node_types:
             bad(
                 ("partitions", name, "node_type"),
@@ -449,17 +553,6 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                     "partition-qos",
                     f"partition {name}: QoS {q!r} is not defined under qos: {sorted(qos_names)}",
                 )
-        bins = part.get("walltime_by_nodes", [])
-        if [b["max_nodes"] for b in bins] != sorted({b["max_nodes"] for b in bins}) or any(
-            duration_seconds(b["max_walltime"]) > duration_seconds(part["max_walltime"])
-            for b in bins
-        ):
-            bad(
-                ("partitions", name, "walltime_by_nodes"),
-                "walltime-bins",
-                f"partition {name}: walltime_by_nodes must grow in max_nodes and stay within "
-                "max_walltime",
-            )
         if part.get("default_walltime") and duration_seconds(
             part["default_walltime"]
         ) > duration_seconds(part["max_walltime"]):
@@ -516,11 +609,21 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 "stack-arch",
                 f"stack {name}: one stack cannot serve several architectures {sorted(arches)}",
             )
-        if stack["accelerator"]["kind"] != "cpu" and "version" not in stack["accelerator"]:
+        out += _stack_route_findings(path, data, name, stack)
+        acc = stack["accelerator"]
+        given = [k for k in ("version", "unknown") if k in acc]
+        if acc["kind"] == "cpu" and given:
             bad(
                 ("stacks", name, "accelerator"),
                 "stack-accelerator",
-                f"stack {name}: a {stack['accelerator']['kind']} build must give its version",
+                f"stack {name}: a cpu build has no toolkit version ({given[0]} given)",
+            )
+        elif acc["kind"] != "cpu" and len(given) != 1:
+            bad(
+                ("stacks", name, "accelerator"),
+                "stack-accelerator",
+                f"stack {name}: a {acc['kind']} build must give either its version or, "
+                "under unknown, why the sources leave it open",
             )
     life = data.get("lifecycle", {})
     if life.get("status") == "retired" and not life.get("retired"):
@@ -529,6 +632,84 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
         re.compile(data.get("account", {}).get("pattern", ""))
     except re.error as exc:
         bad(("account", "pattern"), "account-pattern", f"account pattern is not a regex: {exc}")
+    return out
+
+
+def cpu_numbers(text: str) -> list[int]:
+    """``"0-7,64-71"`` -> [0, ..., 7, 64, ..., 71]."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _map_findings(path: Path, data: dict, name: str, nt: dict) -> list[Finding]:
+    """A cpu_gpu_map names cores and GPUs the node type has, each core in one group."""
+    out = []
+    cores = nt["sockets"] * nt["cores_per_socket"]
+    gpus = (nt.get("gpus") or {}).get("count", 0)
+    seen: set[int] = set()
+    for i, group in enumerate(nt.get("cpu_gpu_map", ())):
+        where = ("node_types", name, "cpu_gpu_map", i)
+        mine = cpu_numbers(group["cores"])
+        if max(mine) >= cores or seen & set(mine):
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "cpu-gpu-map",
+                    f"node type {name}: cores {group['cores']} are outside its {cores} cores "
+                    "or in another group too",
+                )
+            )
+        seen |= set(mine)
+        if any(g >= gpus for g in group["gpus"]):
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "cpu-gpu-map",
+                    f"node type {name}: GPU {max(group['gpus'])} does not exist ({gpus} GPUs)",
+                )
+            )
+        if not set(cpu_numbers(group.get("reserved") or group["cores"])) <= set(mine):
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "cpu-gpu-map",
+                    f"node type {name}: reserved cores {group['reserved']} are not among "
+                    f"the group's cores {group['cores']}",
+                )
+            )
+    return out
+
+
+def _bin_findings(path: Path, data: dict, name: str, part: dict) -> list[Finding]:
+    """Size bins: ordered, not overlapping, each within the partition's limits."""
+    out = []
+    limit = duration_seconds(part["max_walltime"])
+    last = 0
+    for i, b in enumerate(part.get("walltime_by_nodes", ())):
+        where = ("partitions", name, "walltime_by_nodes", i)
+        problem = None
+        if b["min_nodes"] > b["max_nodes"] or b["min_nodes"] <= last:
+            problem = "bins must be in order of size and must not overlap"
+        elif duration_seconds(b["max_walltime"]) > limit:
+            problem = f"a bin's max_walltime exceeds the partition's {part['max_walltime']}"
+        elif part.get("max_nodes") and b["max_nodes"] > part["max_nodes"]:
+            problem = f"a bin goes beyond the partition's max_nodes {part['max_nodes']}"
+        if problem:
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, where),
+                    "walltime-bins",
+                    f"partition {name}: bin {b['min_nodes']}-{b['max_nodes']}: {problem}",
+                )
+            )
+        last = b["max_nodes"]
     return out
 
 

@@ -397,9 +397,14 @@ def job_submit_lua(site: Site) -> str:
     part_rows = []
     for p in site.partitions.values():
         allowed = ", ".join(f"[{_lua_str(q)}] = true" for q in p.qos)
+        bins = ", ".join(
+            f"{{{b['min_nodes']}, {b['max_nodes']}, {_minutes(b['max_walltime'])}}}"
+            for b in p.raw.get("walltime_by_nodes", ())
+        )
         part_rows.append(
             f"   [{_lua_str(p.name)}] = {{required = {'true' if p.qos_required else 'false'}, "
-            f"allowed = {{{allowed}}}, any = {'false' if p.qos else 'true'}}},"
+            f"allowed = {{{allowed}}}, any = {'false' if p.qos else 'true'}, "
+            f"bins = {{{bins}}}}},"
         )
     default = site.default_partition.name if site.default_partition else ""
     nl = "\n"
@@ -426,6 +431,7 @@ local NO_VAL = 4294967294
 local NO_VAL16 = 65534
 -- slurm_errno.h codes the Lua plugin does not export by name (Slurm 22.05)
 local ESLURM_INVALID_QOS = 2066
+local ESLURM_INVALID_TIME_LIMIT = 2051
 -- what Slurm answers for a QoS limit with Flags=DenyOnLimit
 local QOS_LIMIT = slurm.ESLURM_ACCOUNTING_POLICY or 2050
 
@@ -471,6 +477,37 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    local pname = job_desc.partition or default_partition
    local p = partitions[pname]
    if p == nil then return slurm.SUCCESS end  -- slurmctld refuses unknown partitions itself
+
+   -- nodes as the job will get them: --nodes, else --ntasks over --ntasks-per-node, else 1
+   local nodes = 1
+   local tpn = 1
+   local ntasks = job_desc.num_tasks
+   if given(job_desc.ntasks_per_node, NO_VAL16) and job_desc.ntasks_per_node > 0 then
+      tpn = job_desc.ntasks_per_node
+   end
+   if given(job_desc.min_nodes, NO_VAL) then
+      nodes = job_desc.min_nodes
+   elseif given(ntasks, NO_VAL) and given(job_desc.ntasks_per_node, NO_VAL16) then
+      nodes = math.ceil(ntasks / tpn)
+   end
+
+   -- walltime by job size (the partition's size bins: {{min nodes, max nodes, max minutes}})
+   local limit = job_desc.time_limit
+   if #p.bins > 0 and given(limit, NO_VAL) then
+      local fits = nil
+      for _, b in ipairs(p.bins) do
+         if nodes >= b[1] and nodes <= b[2] then fits = b end
+      end
+      if fits == nil then
+         slurm.log_user("site policy: no size bin of partition %s holds %d nodes", pname, nodes)
+         return ESLURM_INVALID_TIME_LIMIT
+      elseif limit > fits[3] then
+         slurm.log_user("site policy: partition %s allows %d minutes for %d-%d nodes, "
+                        .. "the job asks for %d", pname, fits[3], fits[1], fits[2], limit)
+         return ESLURM_INVALID_TIME_LIMIT
+      end
+   end
+
    local qname = job_desc.qos
    if qname == nil or qname == "" then
       if p.required then
@@ -489,25 +526,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       return ESLURM_INVALID_QOS
    end
 
-   local limit = job_desc.time_limit
    if q.max_minutes and given(limit, NO_VAL) and limit > q.max_minutes then
       slurm.log_user("site policy: QoS %s allows %d minutes, the job asks for %d", qname,
                      q.max_minutes, limit)
       return QOS_LIMIT
    end
 
-   -- nodes as the job will get them: --nodes, else --ntasks over --ntasks-per-node, else 1
-   local nodes = 1
-   local tpn = 1
-   local ntasks = job_desc.num_tasks
-   if given(job_desc.ntasks_per_node, NO_VAL16) and job_desc.ntasks_per_node > 0 then
-      tpn = job_desc.ntasks_per_node
-   end
-   if given(job_desc.min_nodes, NO_VAL) then
-      nodes = job_desc.min_nodes
-   elseif given(ntasks, NO_VAL) and given(job_desc.ntasks_per_node, NO_VAL16) then
-      nodes = math.ceil(ntasks / tpn)
-   end
    if q.max_nodes and nodes > q.max_nodes then
       slurm.log_user("site policy: QoS %s allows %d nodes, the job asks for %d", qname,
                      q.max_nodes, nodes)

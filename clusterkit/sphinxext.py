@@ -1,8 +1,10 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
-``{site-facts} bede`` with ``:show: nodes`` (or partitions, qos, modules, launchers, paths,
-lifecycle, sources) renders one table; ``{site-status} summit`` renders the lifecycle banner
-(current / end of service / retired, with dates and successor).
+``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
+paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the
+lifecycle banner (current / end of service / retired, with dates and successor);
+``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
+and what they hold.
 """
 
 from __future__ import annotations
@@ -15,15 +17,43 @@ from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
+from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
+from clusterkit import stacks as S
 from clusterkit.errors import CheckError
-from clusterkit.profiles import Site, load_site
+from clusterkit.lint import stack_pages
+from clusterkit.lint.pages import scan_page
+from clusterkit.profiles import Site, Stack, load_site
 
-SHOWS = ("nodes", "partitions", "qos", "modules", "launchers", "paths", "sources", "account")
+logger = logging.getLogger(__name__)
+SHOWS = (
+    "nodes",
+    "affinity",
+    "partitions",
+    "qos",
+    "modules",
+    "launchers",
+    "paths",
+    "sources",
+    "account",
+    "stacks",
+)
+STACK_HEADERS = [
+    "Stack",
+    "How it is made",
+    "Python",
+    "Frameworks",
+    "Accelerator",
+    "Node types",
+    "Status",
+    "Sources",
+]
 
 
-def _table(headers: list[str], rows: list[list[str]], caption: str | None = None) -> nodes.table:
+def _table(
+    headers: list[str], rows: list[list[str | nodes.Node]], caption: str | None = None
+) -> nodes.table:
     table = nodes.table(classes=["site-facts"])
     if caption:
         table += nodes.title(text=caption)
@@ -42,9 +72,54 @@ def _table(headers: list[str], rows: list[list[str]], caption: str | None = None
     for cells in rows:
         row = nodes.row()
         for c in cells:
-            row += nodes.entry("", nodes.paragraph(text=str(c)))
+            cell = c if isinstance(c, nodes.Node) else nodes.paragraph(text=str(c))
+            row += nodes.entry("", cell)
         body += row
     return table
+
+
+def stack_route(stack: Stack) -> str:
+    """How users make a stack, in one line: module, conda, pip or container, and what."""
+    how = stack.install
+    if stack.route == "module":
+        pre = how.get("prerequisites") or []
+        return "module load " + " ".join([*pre, how["name"]])
+    if stack.route == "conda":
+        return f"conda: {' '.join(how['packages'])} from {', '.join(how['channels'])}"
+    if stack.route == "pip":
+        index = how.get("index", "PyPI")
+        return f"pip: {' '.join(how['packages'])} from {index}"
+    runtime = how.get("runtime", "container")
+    return f"{runtime}: {how['image']}"
+
+
+def stack_rows(site: Site) -> list[list[str]]:
+    """One row per stack, in STACK_HEADERS order; sources as their titles."""
+    rows = []
+    for stack in site.stacks.values():
+        frameworks = ", ".join(f"{k} {v}" for k, v in stack.frameworks.items())
+        rows.append(
+            [
+                stack.name,
+                stack_route(stack),
+                stack.python,
+                frameworks,
+                stack.accelerator,
+                ", ".join(stack.raw["node_types"]),
+                stack.status,
+                "; ".join(src["title"] for src in stack.raw["sources"]),
+            ]
+        )
+    return rows
+
+
+def _source_links(sources: list[dict]) -> nodes.paragraph:
+    para = nodes.paragraph()
+    for i, src in enumerate(sources):
+        if i:
+            para += nodes.Text("; ")
+        para += nodes.reference("", src["title"], refuri=src["url"])
+    return para
 
 
 def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
@@ -76,11 +151,31 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 ]
             )
         return headers, rows
+    if show == "affinity":
+        headers = ["Node type", "NUMA", "Cores", "Hardware threads", "GPUs", "Kept for the system"]
+        rows = [
+            [
+                nt.name,
+                str(g.get("numa", "")),
+                g["cores"],
+                g.get("threads", ""),
+                ", ".join(str(i) for i in g["gpus"]) or "none",
+                g.get("reserved", ""),
+            ]
+            for nt in site.node_types.values()
+            for g in nt.raw.get("cpu_gpu_map", ())
+        ]
+        return headers, rows
     if show == "partitions":
         headers = ["Partition", "Node type", "Max walltime", "Max nodes/job", "QoS", "Notes"]
         rows = []
         for p in site.partitions.values():
             notes = p.raw.get("description", "")
+            bins = p.raw.get("walltime_by_nodes")
+            if bins:
+                notes += " Walltime by job size: " + "; ".join(
+                    f"{b['min_nodes']}-{b['max_nodes']} nodes {b['max_walltime']}" for b in bins
+                )
             if p.default:
                 notes = ("default. " + notes).strip()
             if p.status != "current":
@@ -130,6 +225,8 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
     if show == "account":
         a = site.account
         return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
+    if show == "stacks":
+        return STACK_HEADERS, stack_rows(site)
     if show == "sources":
         headers = ["Source", "Address", "Retrieved"]
         rows = [[s["title"], s["url"], s.get("retrieved", "")] for s in site.data["sources"]]
@@ -155,6 +252,9 @@ class SiteFacts(SphinxDirective):
         headers, rows = facts_rows(site, show)
         if not rows:
             return [nodes.paragraph(text=f"{site.title}: no {show} listed.")]
+        if show == "stacks":  # the last column links each source
+            for row, stack in zip(rows, site.stacks.values(), strict=True):
+                row[-1] = _source_links(stack.raw["sources"])
         return [_table(headers, rows, self.options.get("caption"))]
 
 
@@ -199,6 +299,83 @@ class SiteStatus(SphinxDirective):
         return [node]
 
 
+def _results_table(rows) -> nodes.table:
+    headers = ["Site", "Nodes", "GPUs", "Metric", "Value", "Date", "Kind", "Source"]
+    table_rows = []
+    for r in sorted(rows, key=lambda r: (r.site, r.data.get("gpus", 0), r.metric)):
+        value = f"{r.value:g} {r.unit}"
+        if r.data.get("approx"):
+            value = "about " + value
+        kind = r.kind
+        if r.kind == "measured" and r.is_stale():
+            kind += " (stale)"
+        table_rows.append(
+            [
+                r.site,
+                str(r.data.get("nodes", "")),
+                str(r.data.get("gpus", "")),
+                r.metric,
+                value,
+                r.data.get("date", "not given"),
+                kind,
+                r.source["title"],
+            ]
+        )
+    return _table(headers, table_rows)
+
+
+class PageStacks(SphinxDirective):
+    """The stacks the page names in its front matter, in words: how each is made, its Python,
+    framework versions and accelerator build, and what CI runs for it. A stack that a program of
+    the page cannot run on is said so. An unknown stack is an error at its front-matter line."""
+
+    def run(self) -> list[nodes.Node]:
+        path = Path(self.env.doc2path(self.env.docname))
+        page = scan_page(path)
+        named = stack_pages.named_stacks(page)
+        if not named:
+            raise self.error(
+                "the page names no stacks: add `stacks: [site/name]` to its front matter"
+            )
+        box = nodes.admonition(classes=["page-stacks"])
+        box += nodes.title(text="Software stack" if len(named) == 1 else "Software stacks")
+        items = nodes.bullet_list()
+        for key, line in named:
+            try:
+                stack = S.find(key, path, line)
+            except CheckError as exc:
+                finding = exc.findings[0]
+                logger.warning(
+                    f"[{finding.rule}] {finding.message}", location=(self.env.docname, line)
+                )
+                continue
+            self.env.note_dependency(str(load_site(stack.site).path))
+            items += nodes.list_item("", *self.describe(stack, stack_pages.page_programs(page)))
+        box += items
+        return [box]
+
+    @staticmethod
+    def describe(stack, programs: list[Path]) -> list[nodes.Node]:
+        para = nodes.paragraph()
+        para += nodes.strong(text=stack.raw["title"])
+        para += nodes.Text(" (")
+        para += nodes.literal(text=stack.key)
+        para += nodes.Text("): ")
+        para += nodes.literal(text=S.how_made(stack))
+        para += nodes.Text(f"; {S.facts(stack)}. {S.ci_sentence(stack)}.")
+        out = [para]
+        for program in programs:
+            why = S.unsupported(program, stack) if S.uses(program, stack) else []
+            if why:
+                out.append(
+                    nodes.paragraph(
+                        text=f"{program.name} does not run on this stack ({'; '.join(why)}): it "
+                        "stops at start-up, naming the version it needs."
+                    )
+                )
+        return out
+
+
 class ResultsTable(SphinxDirective):
     """Recorded figures for a benchmark (optionally one site), each with its source."""
 
@@ -221,28 +398,52 @@ class ResultsTable(SphinxDirective):
             raise self.error(str(exc)) from None
         if not rows:
             raise self.error(f"no recorded results for {self.arguments[0]!r}")
-        headers = ["Site", "Nodes", "GPUs", "Metric", "Value", "Date", "Kind", "Source"]
-        table_rows = []
-        for r in sorted(rows, key=lambda r: (r.site, r.data.get("gpus", 0), r.metric)):
-            value = f"{r.value:g} {r.unit}"
-            if r.data.get("approx"):
-                value = "about " + value
-            kind = r.kind
-            if r.kind == "measured" and r.is_stale():
-                kind += " (stale)"
-            table_rows.append(
-                [
-                    r.site,
-                    str(r.data.get("nodes", "")),
-                    str(r.data.get("gpus", "")),
-                    r.metric,
-                    value,
-                    r.data.get("date", "not given"),
-                    kind,
-                    r.source["title"],
-                ]
+        return [_results_table(rows)]
+
+
+class ResultsPlot(SphinxDirective):
+    """A scaling plot of one benchmark's recorded results, drawn at build time, with a caption
+    that says where and on what each series was measured, and the table of the same figures."""
+
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {
+        "metric": directives.unchanged,
+        "site": directives.unchanged,
+        "kind": directives.unchanged,
+        "no-table": directives.flag,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit import results as res
+        from clusterkit import results_plot
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        metric = self.options.get("metric", "throughput")
+        try:
+            rows = res.select(
+                res.load_all(),
+                self.arguments[0],
+                self.options.get("site"),
+                self.options.get("kind"),
             )
-        return [_table(headers, table_rows)]
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        rows = [r for r in rows if r.metric == metric and r.data.get("gpus")]
+        if not rows:
+            raise self.error(f"no recorded {metric} results with GPUs for {self.arguments[0]!r}")
+        figure = nodes.container(classes=["results-plot"])
+        figure += nodes.raw("", results_plot.scaling_svg(rows, metric), format="html")
+        caption = nodes.paragraph(classes=["results-plot-caption"])
+        caption += nodes.Text(
+            f"{self.arguments[0]}, {metric} against GPUs, drawn from results/ when this page was "
+            "built. " + " ".join(results_plot.where_measured(rows))
+        )
+        figure += caption
+        out: list[nodes.Node] = [figure]
+        if "no-table" not in self.options:
+            out.append(_results_table(rows))
+        return out
 
 
 class LastVerified(SphinxDirective):
@@ -310,5 +511,7 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
     app.add_directive("results-table", ResultsTable)
+    app.add_directive("results-plot", ResultsPlot)
+    app.add_directive("page-stacks", PageStacks)
     app.add_directive("last-verified", LastVerified)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

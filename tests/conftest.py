@@ -1,4 +1,9 @@
-"""Shared fixtures: the shim directory on PATH, and the site profiles."""
+"""Shared fixtures: the shim directory on PATH, and the site profiles.
+
+With ``CLUSTERKIT_STACK=site/name`` set (``nox -s stacks`` sets it when it runs the trainers'
+tests under a software stack's framework versions) only the tests marked ``stack`` run; the
+others are deselected, and the report's header names the stack and the interpreter.
+"""
 
 from __future__ import annotations
 
@@ -27,3 +32,23 @@ def emulated_env(shim_path, tmp_path):
     env["TRAIN_TINY"] = "1"
     env.pop("CLUSTERKIT_ALLOC", None)
     return env
+
+
+STACK = os.environ.get("CLUSTERKIT_STACK")
+
+
+def pytest_report_header(config):
+    if STACK:
+        version = ".".join(map(str, sys.version_info[:3]))
+        return f"stack: {STACK} (Python {version}, {sys.executable}); tests marked 'stack' only"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if not STACK:
+        return
+    keep = [item for item in items if item.get_closest_marker("stack")]
+    dropped = [item for item in items if not item.get_closest_marker("stack")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

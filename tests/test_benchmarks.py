@@ -41,6 +41,7 @@ def test_benchmark_prints_a_record(script, trainer, tmp_path):
     assert all(v > 0 for v in record["img_s"].values())
     assert [len(v) for v in record["all_runs_img_s"].values()] == [2, 2]
     assert record["img_s"][trainer] == max(record["all_runs_img_s"]["trainer"])
-    ratio = record["img_s"][trainer] / record["img_s"]["plain loop"]
-    assert record["ratio"] == pytest.approx(ratio, abs=0.01)  # from the unrounded rates
+    # the ratio comes from the unrounded rates; the rates are printed to 0.1 img/s
+    ours, plain = record["img_s"][trainer], record["img_s"]["plain loop"]
+    assert (ours - 0.05) / (plain + 0.05) <= record["ratio"] <= (ours + 0.05) / (plain - 0.05)
     assert record["settings"]["steps"] == 1 and "output" not in record["settings"]

@@ -1,11 +1,16 @@
 """Job scripts from examples/ run end to end through the emulated scheduler, scaled down.
 
-Each script runs as written in a scratch job directory holding the script and the trainer it
-starts; CI sets TRAIN_TINY=1 so that the trainers run a few steps on CPU.
+Every job script of a Slurm site that starts one of the trainers runs, unless NOT_RUN says why
+not: a new site's scripts are found here without editing this file. Each runs as written in a
+scratch job directory holding the script and the trainer it starts; CI sets TRAIN_TINY=1 so that
+the trainers run a few steps on CPU. The launchers' emulators say how many ranks they started
+(``... K started here``): the trainer must have formed one world of exactly those ranks, and a
+script that asks for several ranks must have run at least two.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,28 +18,97 @@ from pathlib import Path
 import pytest
 
 from clusterkit import trainlog
+from clusterkit.profiles import load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"
+TRAINERS = {
+    "train_resnet.py": EX / "pytorch" / "train_resnet.py",
+    "train_resnet_keras.py": EX / "tensorflow" / "train_resnet_keras.py",
+}
+JOB_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
-# (site, job script, trainer it starts, ranks expected after scaling down)
-RUNS = [
-    ("archer2", "archer2/pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", 2),
-    ("archer2", "archer2/tensorflow-cpu.slurm", "tensorflow/train_resnet_keras.py", 2),
-    ("bede", "bede/tensorflow-1node.sbatch", "tensorflow/train_resnet_keras.py", 1),
-    ("bede", "bede/pytorch-ddp-multinode.sbatch", "pytorch/train_resnet.py", 2),
-    ("bede", "bede/first-job.sbatch", "pytorch/train_resnet.py", 2),
-    ("archer2", "archer2/pytorch-1gpu.slurm", "pytorch/train_resnet.py", 1),
-    ("archer2", "archer2/first-tf-job.slurm", "tensorflow/train_resnet_keras.py", 2),
+# Scripts that start a trainer but do not run here, and why.
+NOT_RUN = {
+    "bede/pytorch-ddp-1node.sbatch": "runs in tests/test_examples_bede.py, with its requeue test",
+    "bede/tensorflow-multinode.sbatch": (
+        "one worker per node, and the emulator runs every node on this one machine, so both "
+        "workers would listen on one port"
+    ),
+    "bede/pytorch-gh200.sbatch": (
+        "activates a venv at a path on Bede ($VENV); the emulator stands in for conda only"
+    ),
+    "bede/tensorflow-container-gh200-multinode.sbatch": (
+        "one worker per node, and the emulator runs every node on this one machine, so both "
+        "workers would listen on one port"
+    ),
+    "archer2/pytorch-ddp-cpu.slurm": (
+        "--backend mpi needs PyTorch built against MPI, which the CI environment is not"
+    ),
+}
+
+_SRUN = re.compile(
+    r"\[srun emulator\] step \d+: (\d+) task\(s\) on \d+ node\(s\) requested, "
+    r"(\d+) started here: (.*)"
+)
+_TORCHRUN = re.compile(r"\[torchrun emulator\] (\d+) worker\(s\) per node requested, (\d+) started")
+
+
+def runnable_scripts() -> list[tuple[str, str, Path]]:
+    """(site, path under examples/, trainer) of every Slurm job script that starts a trainer."""
+    out = []
+    for path in profile_paths():
+        site = load_site(path.stem)
+        folder = EX / site.name
+        if site.scheduler != "slurm" or not folder.is_dir():
+            continue
+        for script in sorted(folder.iterdir()):
+            if script.suffix not in JOB_SUFFIXES:
+                continue
+            text = script.read_text(encoding="utf-8")
+            trainers = [name for name in TRAINERS if re.search(rf"\b{re.escape(name)}\b", text)]
+            if re.search(r"^#SBATCH\s", text, re.M) and trainers:
+                out.append((site.name, f"{site.name}/{script.name}", TRAINERS[trainers[-1]]))
+    return out
+
+
+CASES = [
+    pytest.param(
+        site,
+        rel,
+        trainer,
+        id=rel,
+        marks=[pytest.mark.skip(reason=NOT_RUN[rel])] if rel in NOT_RUN else [],
+    )
+    for site, rel, trainer in runnable_scripts()
 ]
-# bede/tensorflow-multinode.sbatch is not run here: it starts one worker per node, and the
-# emulator runs every node on this one machine, so both workers would listen on one port.
 
 
-@pytest.mark.parametrize(("site", "script", "trainer", "ranks"), RUNS, ids=[r[1] for r in RUNS])
-def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, ranks):
+def started_ranks(out: str) -> tuple[int, int]:
+    """(ranks the emulated launchers started, ranks the script asked for) from their notes."""
+    torchrun = _TORCHRUN.findall(out)
+    if torchrun:
+        return sum(int(k) for _, k in torchrun), sum(int(n) for n, _ in torchrun)
+    srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if "train_resnet" in cmd]
+    if srun:
+        return srun[-1][1], srun[-1][0]
+    return 1, 1
+
+
+def test_every_slurm_site_has_examples_that_run():
+    sites = {site for site, rel, _ in runnable_scripts() if rel not in NOT_RUN}
+    slurm = {p.stem for p in profile_paths() if load_site(p.stem).scheduler == "slurm"}
+    assert slurm <= sites, f"no runnable example job script for {sorted(slurm - sites)}"
+
+
+def test_not_run_names_existing_scripts():
+    assert {rel for rel in NOT_RUN} <= {rel for _, rel, _ in runnable_scripts()}
+
+
+@pytest.mark.parametrize(("site", "script", "trainer"), CASES)
+def test_job_script_runs(emulated_env, tmp_path, site, script, trainer):
     shutil.copy(EX / script, tmp_path)
-    shutil.copy(EX / trainer, tmp_path)
+    shutil.copy(trainer, tmp_path)
     env = dict(emulated_env, CLUSTERKIT_SITE=site)
     r = subprocess.run(
         ["sbatch", Path(script).name],
@@ -47,6 +121,9 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, ranks):
     outs = sorted(tmp_path.glob("*.out"))
     out = outs[-1].read_text() if outs else ""
     assert r.returncode == 0, f"{r.stderr}\n{out}"
+    ranks, asked = started_ranks(out)
+    if asked > 1:
+        assert ranks >= 2, f"{script} asks for {asked} ranks but ran {ranks}:\n{out}"
     records = trainlog.parse(out)
     seen = {rec.fields["rank"] for rec in records if rec.kind == "train"}
     assert seen == set(range(ranks)), out

@@ -177,3 +177,22 @@ def test_registry_file_is_the_documented_shape():
 def test_the_pages_and_examples_have_no_stale_commands():
     found = D.lint_all()
     assert found == [], "\n".join(map(str, found))
+
+
+def test_a_stale_command_in_prose_fails_outside_historical_markers(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\nThe ranks are started by python -m torch.distributed.launch here.\n")
+    found = D.lint_page(page)
+    assert [(f.line, f.rule) for f in found] == [(3, "deprecated:torch-distributed-launch")]
+    page.write_text(
+        "# Page\n\n:::{admonition} Historical\n:class: historical\n"
+        "torch.distributed.launch. Replaced by: torchrun.\n:::\n\n"
+        "The ranks were started by python -m torch.distributed.launch then.\n"
+    )
+    assert D.lint_page(page) == []
+
+
+def test_a_tools_bare_name_in_prose_is_not_a_command(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\nnvprof refuses GPUs of compute capability 8.0; see ddlrun.\n")
+    assert D.lint_page(page) == []

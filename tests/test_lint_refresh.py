@@ -3,14 +3,17 @@ parsing, the reviewed diff, the proposal, and pages failing once a refreshed pro
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.lint import inventories as I
 from clusterkit.lint import pages as P
 from clusterkit.lint import refresh as R
+from clusterkit.lint import stack_refresh as S
 from clusterkit.profiles import ROOT, load_profile, load_yaml
 
 FIX = ROOT / "tests" / "fixtures" / "refresh"
@@ -177,7 +180,11 @@ def test_a_removed_module_version_fails_the_pages_that_load_it(tmp_path):
 @pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("*.txt")))
 def test_every_fixture_parses(name):
     text = fixture(name)
-    if "PartitionName=" in text:
+    if "Available versions:" in text:
+        assert S.parse_pip_index(text)
+    elif text.startswith("Loading channels"):
+        assert S.parse_conda_search(text)
+    elif "PartitionName=" in text:
         assert R.parse_scontrol(text, "PartitionName")
     elif "NodeName=" in text:
         assert R.parse_scontrol(text, "NodeName")
@@ -185,3 +192,133 @@ def test_every_fixture_parses(name):
         R.read_live(qos=text)
     else:
         assert R.parse_modules(text)
+
+
+# --------------------------------------------------------------------------- software stacks
+def _conda_json(**versions: str) -> str:
+    """The recorded conda search output, with some packages' versions replaced."""
+    data = json.loads(fixture("opence-current-conda-search.json"))
+    for name, version in versions.items():
+        for build in data[name]:
+            build["version"] = version
+    return json.dumps(data)
+
+
+def test_pip_index_and_conda_search_outputs_parse():
+    pip = S.parse_pip_index(fixture("pypi-aarch64-py311.txt"))
+    assert pip["torch"][0] == "2.15.0" and "2.14.1" in pip["torch"]
+    assert pip["torchvision"][0] == "0.29.2"
+    assert S.parse_pip_index(fixture("pypi-aarch64-py39.txt"))["torch"][0] == "2.8.0"
+    builds = S.parse_conda_search(fixture("opence-current-conda-search.json"))
+    assert {b["name"] for b in builds} >= {"pytorch-base", "tensorflow-base", "keras"}
+    table = S.parse_conda_search(fixture("opence-current-conda-search.txt"))
+    assert {b["build"] for b in table} >= {"cuda12.2_py311_pb4.21.12_9"}
+    assert S.parse_conda_search('{"error": "PackagesNotFoundError"}') == []
+
+
+def test_a_channel_that_agrees_with_the_stacks_proposes_nothing(tmp_path):
+    live = R.read_live(conda=[fixture("opence-current-conda-search.json")])
+    changes, diff, _ = R.refresh("bede", live, tmp_path)
+    assert [c for c in changes if c.section == "stacks"] == []
+    assert "no differences" in diff.read_text()
+
+
+def test_a_newer_framework_in_the_channel_is_proposed(tmp_path):
+    live = R.read_live(conda=[_conda_json(**{"pytorch-base": "2.3.0"})])
+    _changes, diff, proposal = R.refresh("bede", live, tmp_path)
+    assert "~ stacks.opence-1.11-pytorch.frameworks.torch: 2.1.2 -> 2.3.0" in diff.read_text()
+    site = load_profile(proposal)
+    assert site.stacks["opence-1.11-pytorch"].frameworks["torch"] == "2.3.0"
+    assert site.stacks["opence-1.11-tensorflow"].frameworks["tensorflow"] == "2.14.1"
+
+
+def test_a_channel_without_the_stacks_python_is_reported(tmp_path):
+    """Bede's own page makes a python=3.9 environment: the channel has no build for it."""
+    data = yaml.safe_load((ROOT / "sites" / "bede.yaml").read_text())
+    data["stacks"]["opence-1.11-pytorch"]["python"] = "3.9"
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    (sites / "bede.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    live = R.read_live(conda=[fixture("opence-current-conda-search.txt")])
+    changes, diff, _ = R.refresh("bede", live, tmp_path / "out", sites)
+    assert [(c.name, c.kind) for c in changes] == [("opence-1.11-pytorch", "notice")]
+    assert "no torch build for Python 3.9 on linux-ppc64le" in diff.read_text()
+
+
+def test_pip_index_versions_report_pins_and_move_unpinned_stacks(tmp_path):
+    live = R.read_live(pip=[(S.PYPI, fixture("pypi-aarch64-py311.txt"))])
+    changes, diff, _ = R.refresh("bede", live, tmp_path / "a")
+    text = diff.read_text()
+    assert "! stacks.gh200-pypi-pytorch" in text and "torch 2.15.0 is out" in text
+    assert all(c.kind == "notice" for c in changes), "pinned stacks are not moved"
+    # an unpinned install follows the index: the cu124 route read as if from that index
+    index = "https://download.pytorch.org/whl/cu124"
+    live = R.read_live(pip=[(index, fixture("pypi-aarch64-py39.txt"))])
+    _changes, diff, proposal = R.refresh("bede", live, tmp_path / "b")
+    assert "~ stacks.gh200-pip-cu124-pytorch.frameworks.torch: 2.4.0 -> 2.8.0" in diff.read_text()
+    assert load_profile(proposal).stacks["gh200-pip-cu124-pytorch"].frameworks["torch"] == "2.8.0"
+
+
+def test_a_framework_module_leaving_module_avail_retires_its_stack(tmp_path):
+    """Captured from Lmod with tensorflow/2.13.0 replaced by tensorflow/2.15.0."""
+    rc = R.main(
+        [
+            "--site",
+            "archer2",
+            "--module-avail",
+            str(FIX / "archer2-module-avail-tf215.txt"),
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert rc == 0
+    text = (tmp_path / "archer2.diff.txt").read_text()
+    assert "~ stacks.tensorflow-2.13.0-cpu.status: current -> historical" in text
+    assert "! stacks.tensorflow/2.15.0" in text and "no stack describes" in text
+    assert "validates" in text
+    site = load_profile(tmp_path / "archer2.yaml")
+    assert site.stacks["tensorflow-2.13.0-cpu"].status == "historical"
+    assert site.find_module("tensorflow/2.13.0")[0].status == "removed"
+
+
+def test_the_cli_takes_conda_and_pip_outputs(tmp_path, capsys):
+    conda = tmp_path / "conda.json"
+    conda.write_text(_conda_json(keras="2.15.0"))
+    rc = R.main(
+        [
+            "--site",
+            "bede",
+            "--conda-search",
+            str(conda),
+            "--pip-index-versions",
+            str(FIX / "pypi-aarch64-py311.txt"),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and "[stacks]" in out
+    assert "~ stacks.opence-1.11-tensorflow.frameworks.keras: 2.14.0 -> 2.15.0" in out
+
+
+def test_output_that_is_not_what_the_option_expects_is_a_finding(tmp_path, capsys):
+    broken = tmp_path / "conda.json"
+    broken.write_text('{"pytorch-base": [\n  {"version": "2.1.2",\n}')
+    wrong = tmp_path / "pip.txt"
+    wrong.write_text(fixture("archer2-module-avail.txt"))
+    rc = R.main(
+        [
+            "--site",
+            "bede",
+            "--conda-search",
+            str(broken),
+            "--pip-index-versions",
+            f"{S.PYPI}={wrong}",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert "conda.json:3: [conda-search-output]" in err
+    assert "pip.txt:1: [pip-index-output]" in err

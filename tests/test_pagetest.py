@@ -93,7 +93,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
         ```
 
         ```bash
-        git status
+        rsync -a src/ dst/
         ```
 
         ```text
@@ -109,7 +109,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "[module-known]" in out
-    assert "no checker for `git`" in out
+    assert "no checker for `rsync`" in out
     assert "[block-untested]" in out and "(text)" not in out
     assert "2 passed" in out and "1 skipped" in out and "3 failed" in out, out
     hows = sorted(rec["how"] for rec in _log(tmp_path))
@@ -121,3 +121,19 @@ def test_a_skip_needs_a_reason(tmp_path):
     r = _run_pages(tmp_path, page)
     assert r.returncode == 1
     assert "[block-untested]" in r.stdout or "[skip-reason]" in r.stdout
+
+
+def test_salloc_lines_are_judged_like_batch_jobs():
+    from clusterkit.command_checks import COMMAND_CHECKERS
+    from clusterkit.profiles import load_site
+
+    bede = load_site("bede")
+    check = COMMAND_CHECKERS["salloc"]
+    ok = "salloc --account=bdXXXYY --partition=test --gres=gpu:1 --time=00:30:00".split()
+    assert check("p.md", 3, ok, bede) == []
+    too_many = "salloc --account=bdXXXYY --partition=test --nodes=3 --time=00:30:00".split()
+    found = check("p.md", 3, too_many, bede)
+    assert found and all(f.line == 3 for f in found)
+    assert [f.rule for f in check("p.md", 3, ["salloc", "--no-such-option"], bede)] == [
+        "salloc-option"
+    ]

@@ -3,6 +3,7 @@
 Every run here is a tiny one (TRAIN_TINY=1 or --tiny: 32x32 images, 4 per rank, a few steps) on
 the CPU. The torchrun test runs the default ResNet-50 exactly as the pages do; the others use
 ResNet-18 (--arch resnet18), whose checkpoints are half the size, to keep the file near a minute.
+Tests marked ``stack`` also run under each software stack's PyTorch (``nox -s stacks``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ LAUNCH_VARS = (
     "GROUP_RANK",
     "TRAIN_TINY",
     "OMP_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
 )
 
 
@@ -205,6 +209,7 @@ def torchrun() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
+@pytest.mark.stack
 def test_two_ranks_under_torchrun(tmp_path):
     r = subprocess.run(
         [*torchrun(), "--standalone", "--nproc_per_node=2", str(TRAINER)],
@@ -312,6 +317,7 @@ def one_line_error(trainer, capsys, argv) -> tuple[int, str]:
     return code, err.strip().splitlines()[-1]
 
 
+@pytest.mark.stack
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -342,6 +348,162 @@ def test_missing_master_addr_says_how_to_set_it(trainer, bare_env, capsys):
     assert code == 1
     assert line.startswith("error: MASTER_ADDR is not set (nor MASTER_PORT): srun started 2")
     assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in line
+
+
+# --------------------------------------------------------------------------- GPUs and versions
+@pytest.fixture
+def no_gpu(bare_env):
+    """A CUDA build of PyTorch that sees no GPU (whatever this machine has)."""
+    import torch
+
+    bare_env.setattr(torch.version, "cuda", "12.1")
+    bare_env.setattr(torch.cuda, "is_available", lambda: False)
+    return bare_env
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize(
+    ("env", "argv", "asked_by"),
+    [
+        ({"SLURM_GPUS_ON_NODE": "4"}, [], "SLURM_GPUS_ON_NODE=4"),
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, [], "CUDA_VISIBLE_DEVICES=0,1"),  # LSF, jsrun
+        ({"ROCR_VISIBLE_DEVICES": "0"}, [], "ROCR_VISIBLE_DEVICES=0"),  # AMD GPUs under Slurm
+        ({}, ["--device", "cuda"], "--device cuda"),
+    ],
+)
+def test_a_gpu_run_that_sees_no_gpu_stops_at_once(trainer, no_gpu, capsys, env, argv, asked_by):
+    for key, value in env.items():
+        no_gpu.setenv(key, value)
+    code, line = one_line_error(trainer, capsys, argv)
+    assert code == 1
+    assert line.startswith(f"error: {asked_by} asks for a GPU, but PyTorch ")
+    assert "(CUDA 12.1) sees no GPU" in line
+
+
+@pytest.mark.stack
+def test_a_gpu_job_with_a_cpu_only_pytorch_stops_naming_the_build(trainer, bare_env, capsys):
+    import torch
+
+    bare_env.setattr(torch.version, "cuda", None)
+    bare_env.setattr(torch.version, "hip", None)
+    bare_env.setenv("SLURM_GPUS_ON_NODE", "1")
+    code, line = one_line_error(trainer, capsys, [])
+    assert code == 1
+    assert f"asks for a GPU, but this PyTorch ({torch.__version__}) is a CPU-only build" in line
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize(
+    ("env", "argv"),
+    [
+        ({}, []),  # no job, no GPU: the CPU, as ever
+        ({"SLURM_GPUS_ON_NODE": "0"}, []),
+        ({"CUDA_VISIBLE_DEVICES": ""}, []),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, []),  # GPUs hidden on purpose
+        ({"SLURM_GPUS_ON_NODE": "4"}, ["--device", "cpu"]),  # the CPU asked for by name
+    ],
+)
+def test_runs_that_ask_for_no_gpu_use_the_cpu(trainer, no_gpu, capsys, env, argv):
+    for key, value in env.items():
+        no_gpu.setenv(key, value)
+    assert trainer.choose_device_type(trainer.parse_args(argv), rank=0) == "cpu"
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.stack
+def test_a_tiny_run_in_a_gpu_job_warns_and_uses_the_cpu(trainer, no_gpu, capsys):
+    """What CI does with the GPU job scripts: TRAIN_TINY=1 on a machine without GPUs."""
+    no_gpu.setenv("SLURM_GPUS_ON_NODE", "4")
+    assert trainer.choose_device_type(trainer.parse_args(["--tiny"]), rank=0) == "cpu"
+    err = capsys.readouterr().err
+    assert "warning: SLURM_GPUS_ON_NODE=4 asks for a GPU, but PyTorch" in err
+    assert "--tiny runs on the CPU instead" in err
+
+
+def test_a_gpu_run_stops_before_any_training(tmp_path):
+    """End to end: a job that holds GPUs, no GPU visible (hidden here): exit 1 at start-up."""
+    import torch
+
+    r = run(
+        tmp_path,
+        "--steps",
+        "1",
+        env=clean_env(SLURM_GPUS_ON_NODE="2", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="2"),
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    cause = "sees no GPU" if torch.version.cuda or torch.version.hip else "is a CPU-only build"
+    assert r.stderr.strip().splitlines()[-1].startswith("error: SLURM_GPUS_ON_NODE=2 asks for")
+    assert cause in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == "" and not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.stack
+def test_an_older_pytorch_stops_at_start_up_naming_the_minimum(trainer, bare_env, capsys):
+    import torch
+
+    bare_env.setattr(torch, "__version__", "2.0.1+cu118")
+    code, line = one_line_error(trainer, capsys, ["--tiny"])
+    assert code == 1
+    oldest = trainer.MINIMUM_VERSIONS["torch"]
+    assert (
+        line
+        == f"error: train_resnet.py needs torch {oldest} or newer; this environment has 2.0.1+cu118"
+    )
+
+
+@pytest.mark.stack
+def test_a_checkpoint_round_trip_restores_weights_momenta_and_random_state(trainer, tmp_path):
+    """What an exact resume rests on, in-process: the file written at a step loads (with
+    weights_only) into a fresh model and optimizer, and the random streams carry on."""
+    import random
+
+    import torch
+    import torchvision
+
+    def fresh():
+        torch.manual_seed(0)
+        model = torchvision.models.get_model("resnet18", weights=None, num_classes=10)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    model, optimizer = fresh()
+    model(torch.rand(2, 3, 32, 32)).sum().backward()
+    optimizer.step()  # momentum buffers to save
+    args = trainer.parse_args(["--tiny", "--checkpoint-dir", str(tmp_path), "--keep", "2"])
+    scaler = trainer.grad_scaler("cpu", enabled=False)
+    cpu = torch.device("cpu")
+    random.seed(7)
+    torch.manual_seed(7)
+    trainer.save_checkpoint(args, model, optimizer, scaler, 3, 1, 0, 1, cpu, None)
+    draws = (random.random(), torch.rand(4))
+
+    again, again_optimizer = fresh()
+    path, state = trainer.find_checkpoint(tmp_path, again)
+    assert path.name == "ckpt-step00000003.pt" and state["step"] == 3
+    again.load_state_dict(state["model"])
+    again_optimizer.load_state_dict(state["optimizer"])
+    trainer.set_rng_state(state["rng"][0], cpu)
+    assert (random.random(), *torch.rand(4).tolist()) == (draws[0], *draws[1].tolist())
+    assert_same_weights(
+        {"step": 3, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        {"step": 3, "model": again.state_dict(), "optimizer": again_optimizer.state_dict()},
+    )
+
+
+@pytest.mark.stack
+def test_the_loss_scaler_of_this_pytorch(trainer):
+    """fp16 loss scaling: torch.amp.GradScaler (2.3+) or, before it, CUDA's own scaler."""
+    import torch
+
+    scaler = trainer.grad_scaler("cpu", enabled=True)
+    loss = torch.tensor(2.0, requires_grad=True)
+    scaled = scaler.scale(loss)
+    if hasattr(torch.amp, "GradScaler"):  # scales on the CPU too
+        assert scaled.item() > loss.item() and scaler.is_enabled()
+    else:  # CPU runs go unscaled (PyTorch's CUDA scaler disables itself)
+        assert scaled.item() == loss.item() and not scaler.is_enabled()
+    assert isinstance(trainer.OutOfMemoryError, type) and issubclass(
+        trainer.OutOfMemoryError, RuntimeError
+    )
 
 
 # --------------------------------------------------------------------------- pieces

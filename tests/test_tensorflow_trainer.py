@@ -3,7 +3,8 @@ errors.
 
 The runs use --arch MobileNet: the trainer treats every keras.applications model the same
 way, and MobileNet builds and traces in about half the time of ResNet50 on two cores (the job
-script tests run the ResNet50 default). The whole file takes about two minutes here.
+script tests run the ResNet50 default). The whole file takes about two minutes here. Tests
+marked ``stack`` also run under each software stack's TensorFlow (``nox -s stacks``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ LAUNCH_VARS = (
     "TRAIN_TINY",
     "OMP_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
 )
 TINY_ENV = {"TRAIN_TINY": "1", "TRAIN_TINY_STEPS": str(STEPS), "OMP_NUM_THREADS": "2"}
 
@@ -212,6 +215,7 @@ def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess
     return [start(tmp_path, "--log-every", "1", *args, env=clean_env(**e)) for e in envs]
 
 
+@pytest.mark.stack
 def test_two_workers_from_tf_config(tmp_path):
     import json
 
@@ -368,6 +372,138 @@ def test_bad_tf_config_says_so(trainer, bare_env, capsys):
     args = trainer.parse_args(["--tiny"])
     code, line = error_line(lambda: trainer.make_strategy(args), capsys)
     assert code == 1 and line.startswith("error: TF_CONFIG is not valid")
+
+
+# --------------------------------------------------------------------------- GPUs and versions
+def fake_build(bare_env, trainer, *, cuda: bool, gpus: int) -> None:
+    """Make TensorFlow report a CUDA (or CPU-only) build that sees ``gpus`` GPUs."""
+    tf = trainer.tf
+    bare_env.setattr(tf.sysconfig, "get_build_info", lambda: {"is_cuda_build": cuda})
+    devices = [f"/physical_device:GPU:{i}" for i in range(gpus)]
+    bare_env.setattr(tf.config, "list_physical_devices", lambda kind=None: devices)
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize(
+    ("env", "argv", "asked_by"),
+    [
+        ({"SLURM_GPUS_ON_NODE": "4"}, [], "SLURM_GPUS_ON_NODE=4"),
+        ({"CUDA_VISIBLE_DEVICES": "0"}, [], "CUDA_VISIBLE_DEVICES=0"),  # LSF, jsrun
+        ({"ROCR_VISIBLE_DEVICES": "0,1"}, [], "ROCR_VISIBLE_DEVICES=0,1"),  # AMD under Slurm
+        ({}, ["--device", "gpu"], "--device gpu"),
+    ],
+)
+def test_a_gpu_run_that_sees_no_gpu_stops_at_once(trainer, bare_env, capsys, env, argv, asked_by):
+    fake_build(bare_env, trainer, cuda=True, gpus=0)
+    for key, value in env.items():
+        bare_env.setenv(key, value)
+    args = trainer.parse_args(argv)
+    code, line = error_line(lambda: trainer.choose_devices(args), capsys)
+    assert code == 1
+    assert line.startswith(f"error: {asked_by} asks for a GPU, but TensorFlow ")
+    assert "sees no GPU" in line
+
+
+@pytest.mark.stack
+def test_a_gpu_job_with_a_cpu_only_tensorflow_stops_naming_the_build(trainer, bare_env, capsys):
+    fake_build(bare_env, trainer, cuda=False, gpus=0)
+    bare_env.setenv("SLURM_GPUS_ON_NODE", "1")
+    args = trainer.parse_args([])
+    code, line = error_line(lambda: trainer.choose_devices(args), capsys)
+    assert code == 1
+    version = trainer.tf.__version__
+    assert f"asks for a GPU, but this TensorFlow ({version}) is a CPU-only build" in line
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize(
+    ("env", "argv", "gpus"),
+    [
+        ({}, [], 0),  # no job, no GPU: the CPU, as ever
+        ({"SLURM_GPUS_ON_NODE": "0"}, [], 0),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, [], 0),  # GPUs hidden on purpose
+        ({"SLURM_GPUS_ON_NODE": "2"}, [], 2),  # the job's GPUs are there
+    ],
+)
+def test_runs_that_get_what_they_ask_for_go_on(trainer, bare_env, capsys, env, argv, gpus):
+    fake_build(bare_env, trainer, cuda=True, gpus=gpus)
+    for key, value in env.items():
+        bare_env.setenv(key, value)
+    trainer.choose_devices(trainer.parse_args(argv))
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.stack
+def test_a_tiny_run_in_a_gpu_job_warns_and_uses_the_cpu(trainer, bare_env, capsys):
+    """What CI does with the GPU job scripts: TRAIN_TINY=1 on a machine without GPUs."""
+    fake_build(bare_env, trainer, cuda=False, gpus=0)
+    bare_env.setenv("SLURM_GPUS_ON_NODE", "4")
+    trainer.choose_devices(trainer.parse_args(["--tiny"]))
+    out = capsys.readouterr().out
+    assert "warning: SLURM_GPUS_ON_NODE=4 asks for a GPU, but this TensorFlow" in out
+    assert "--tiny runs on the CPU" in out
+
+
+def test_a_gpu_run_stops_before_any_training(tmp_path):
+    """End to end: a job that holds GPUs, none visible (hidden here): exit 1 at start-up."""
+    env = clean_env(SLURM_GPUS_ON_NODE="2", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="2")
+    code, out, err = run(tmp_path, "--steps", "1", env=env)
+    assert code == 1, out + err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: SLURM_GPUS_ON_NODE=2 asks for a GPU, but ")
+    assert "CPU-only build" in last or "sees no GPU" in last
+    assert "[train]" not in out and not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.stack
+def test_an_older_tensorflow_stops_at_start_up_naming_the_minimum(trainer, bare_env, capsys):
+    bare_env.setattr(trainer.tf, "__version__", "2.12.1")
+    code, line = error_line(trainer.check_versions, capsys)
+    oldest = trainer.MINIMUM_VERSIONS["tensorflow"]
+    expected = f"error: train_resnet_keras.py needs tensorflow {oldest} or newer"
+    assert code == 1 and line == f"{expected}; this environment has 2.12.1"
+
+
+@pytest.mark.stack
+def test_dropout_masks_carry_on_after_a_restore(trainer, tmp_path):
+    """What an exact resume of a model with dropout rests on, in-process: the random state the
+    trainer checkpoints (Keras 3's seed generators, Keras 2's layer generators) brings back the
+    masks that followed the save."""
+    import numpy as np
+
+    tf = trainer.tf
+    trainer.use_checkpointable_random_state()
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((64,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dropout(0.5)(inputs))
+    rng = trainer.random_state_variables(model)
+    assert rng, "no random state found for the Dropout layer"
+    ckpt = tf.train.Checkpoint(rng=rng)
+    ones = tf.ones([4, 64])
+    model(ones, training=True)
+    tf.train.CheckpointManager(ckpt, str(tmp_path), max_to_keep=1).save(checkpoint_number=1)
+    after = [model(ones, training=True).numpy() for _ in range(2)]
+    assert not np.array_equal(after[0], after[1])  # fresh masks every call
+    assert trainer.restore_newest(ckpt, tmp_path) == str(tmp_path / "ckpt-1")
+    again = [model(ones, training=True).numpy() for _ in range(2)]
+    assert all(np.array_equal(a, b) for a, b in zip(after, again, strict=True))
+
+
+@pytest.mark.stack
+def test_fp16_loss_scaling_of_this_keras(trainer):
+    """Keras 3 scales with scale_loss and unscales in apply_gradients; Keras 2 (TensorFlow
+    2.13-2.15) has get_scaled_loss and get_unscaled_gradients: the gradients come out the same."""
+    tf = trainer.tf
+    var = tf.Variable([1.0, 2.0])
+    optimizer = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.SGD(0.1))
+    optimizer.build([var])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(var * var)
+        scaled = trainer.scale_loss(optimizer, loss)
+    assert float(scaled) > float(loss)  # the scale starts at 2**15
+    grads = trainer.unscale_gradients(optimizer, tape.gradient(scaled, [var]))
+    optimizer.apply_gradients(zip(grads, [var], strict=True))
+    assert var.numpy().tolist() == pytest.approx([0.8, 1.6])  # 1 - 0.1*2, 2 - 0.1*4
 
 
 # --------------------------------------------------------------------------- pieces

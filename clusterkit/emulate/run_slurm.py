@@ -10,6 +10,7 @@ steps starting their ranks with the environment srun gives each.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shlex
@@ -88,6 +89,8 @@ def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str],
     run_nodes, run_tpn = scaled(plan["nodes"], plan["tasks_per_node"])
     nodes = run_node_names(run_nodes)
     env = dict(os.environ)
+    # a login session always has USER, and the job inherits it; a CI container may not
+    env.setdefault("USER", getpass.getuser())
     job_env = launch_env.slurm_job_env(
         job_id=job_id,
         job_name=plan["job_env"]["SLURM_JOB_NAME"],

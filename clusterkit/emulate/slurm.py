@@ -358,8 +358,20 @@ class _Rules:
         return low
 
     def _cpu_limit(self, a: _Asked) -> int:
+        """CPUs a job may use per node: the usable cores (x threads unless nomultithread);
+        ``-S N`` (--core-spec) leaves N cores of the node to the system instead of the
+        profile's own reservation."""
         hint = self.req.get("hint") or ""
-        return a.node.usable_cores if "nomultithread" in hint else a.node.cpus
+        usable = a.node.usable_cores
+        spec = self.req.get("core_spec")
+        if spec is not None:
+            if spec.strip().isdigit():
+                usable = max(a.node.cores - int(spec), 0)
+            else:
+                self.bad(
+                    "core_spec", "option-value", f"sbatch: error: Invalid --core-spec {spec!r}"
+                )
+        return usable if "nomultithread" in hint else usable * a.node.threads_per_core
 
     def _nodes_needed(self, a: _Asked, ntasks: int | None) -> int:
         """Without --nodes Slurm takes as many nodes as the tasks and GPUs need."""

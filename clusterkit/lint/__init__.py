@@ -8,7 +8,13 @@
 * :mod:`~clusterkit.lint.refresh`: a site profile refreshed from live ``scontrol``,
   ``sacctmgr`` and Lmod output, as a reviewed diff and a proposal;
 * :mod:`~clusterkit.lint.coverage`: how each code block was tested (the generated
-  ``docs/reference/test-coverage.md``);
+  ``docs/project/test-coverage.md``);
+* :mod:`~clusterkit.lint.content`: what pages and job-script comments say, against the
+  trainers' help and the pages' headings; pinned installs; bindings against loader workers;
+* :mod:`~clusterkit.lint.published`, :mod:`~clusterkit.lint.published_manifest`,
+  :mod:`~clusterkit.lint.published_check`, :mod:`~clusterkit.lint.published_page`: the job
+  scripts the sites publish themselves, their expected verdicts, the emulator's agreement
+  with them and the page of the errors found (``docs/reference/published-scripts.md``);
 * :mod:`~clusterkit.lint.fast`: all static checks in one quick command;
 * :mod:`~clusterkit.lint.pages`: the page and shell readers they share.
 

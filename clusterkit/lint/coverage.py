@@ -32,17 +32,28 @@ from pathlib import Path
 from clusterkit.lint import pages as P
 from clusterkit.profiles import ROOT
 
-DEFAULT_PAGE = ROOT / "docs" / "reference" / "test-coverage.md"
+DEFAULT_PAGE = ROOT / "docs" / "project" / "test-coverage.md"
 HOWS = {
     "executed": "run (Python, one namespace per page)",
     "emulated-job": "job script judged by the scheduler emulator against its site's profile",
     "real-slurm": "job script submitted to a real Slurm configured from the site's profile",
-    "command-checked": "each command checked (modules, launch lines, submissions)",
+    "command-checked": "each command checked (modules, launch lines, submissions, installs, "
+    "environments, images, paths, downloads, tool options)",
     "contract-checked": "program whose command line was read and checked",
     "compiled": "compiled only, with the reason it cannot run here",
+    "fragment-checked": "a fragment of another project's code: compiled, its names found in the "
+    "upstream function it goes into, its calls bound to the real signatures",
     "output-parsed": "sample output read by the log parser",
     "data-parsed": "YAML or JSON parsed",
     "skipped": "not run here, for the stated reason",
+}
+# Inline code spans (kind "inline" in the log): how each was judged.
+INLINE_HOWS = {
+    "command-checked": "a command in a sentence, through the checker its block would get",
+    "option-checked": "an option in a sentence, judged by the grammar of its tool and, where "
+    "the value depends on the site, against the profile",
+    "not-a-command": "a file name, variable, value or a tool's bare name: nothing to run",
+    "skipped": "not judged, for the stated reason",
 }
 MIN_REASON = 8
 
@@ -102,6 +113,64 @@ def read_logs(paths: list[Path]) -> list[dict]:
     return out
 
 
+@dataclass
+class InlineRow:
+    page: str
+    line: int
+    code: str
+    kind: str  # command, option, tool, other (clusterkit.prose.classify)
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def how(self) -> str:
+        if self.kind not in {"command", "option"}:
+            return "not-a-command"
+        return self.records[-1]["how"] if self.records else "untested"
+
+    @property
+    def detail(self) -> str:
+        return str(self.records[-1].get("detail", "")) if self.records else ""
+
+
+def inline_rows(docs: Path | None = None) -> list[InlineRow]:
+    from clusterkit import prose
+
+    return [
+        InlineRow(page.rel, s.line, s.code, s.kind)
+        for page in P.scan_pages(docs)
+        for s in prose.spans(page)
+    ]
+
+
+def match_inline(rows: list[InlineRow], records: list[dict]) -> list[dict]:
+    """Attach inline records to their spans; return those that match no span."""
+    by_key: dict[tuple, list[InlineRow]] = {}
+    for r in rows:  # the same code twice on a line: its results in order
+        by_key.setdefault((r.page, r.line, r.code), []).append(r)
+    orphans = []
+    for rec in records:
+        same = by_key.get((str(rec.get("page")), int(rec.get("line", 0)), rec.get("code", "")))
+        if not same:
+            orphans.append(rec)
+            continue
+        row = next((r for r in same if not r.records), same[-1])
+        row.records.append(rec)
+    return orphans
+
+
+def inline_problems(rows: list[InlineRow]) -> list[str]:
+    out = []
+    for row in rows:
+        if row.how == "untested":
+            out.append(
+                f"{row.page}:{row.line}: [inline-untested] `{row.code}` is a "
+                f"{row.kind} in a sentence that the page tests did not judge"
+            )
+        elif row.how == "skipped" and len(row.detail) < MIN_REASON:
+            out.append(f"{row.page}:{row.line}: [skip-reason] `{row.code}` skipped without reason")
+    return out
+
+
 def match(blocks: list[P.Block], records: list[dict]) -> tuple[list[Row], list[dict]]:
     """Rows (a block and its results) and the records that point at no block."""
     by_key: dict[tuple[str, int], Row] = {}
@@ -117,6 +186,8 @@ def match(blocks: list[P.Block], records: list[dict]) -> tuple[list[Row], list[d
             includes.setdefault(P.rel(row.block.include_path()), []).append(row)
     orphans = []
     for r in records:
+        if r.get("kind") == "inline":
+            continue  # matched to spans by match_inline
         page = str(r.get("page"))
         if page.startswith("examples/") and page in includes:
             for row in includes[page]:  # a result for a file: every page that includes it
@@ -154,6 +225,8 @@ def predict(page: P.Page, block: P.Block) -> tuple[str | None, str]:
         return None, f"no test for included {P.rel(target)}"
     if marker and marker[0] == "output":
         return "output-parsed", marker[1]
+    if marker and marker[0] == "fragment":
+        return "fragment-checked", marker[1]
     lang = block.lang.lower()
     if block.is_python:
         return "executed", ""
@@ -203,7 +276,10 @@ def problems(rows: list[Row], static: bool = False) -> list[str]:
                 out.append(f"{where}: [skip-reason] skipped without a reason")
             elif static:
                 continue
-            elif how in {"command-checked", "contract-checked", "compiled"} and not detail:
+            elif (
+                how in {"command-checked", "contract-checked", "compiled", "fragment-checked"}
+                and not detail
+            ):
                 out.append(
                     f"{where}: [block-ran-nothing] the test of this block recorded {how} "
                     "but named nothing it checked"
@@ -234,7 +310,9 @@ def _cell(text: str) -> str:
     return text
 
 
-def render(rows: list[Row], examples: list[Path] | None = None) -> str:
+def render(
+    rows: list[Row], examples: list[Path] | None = None, inline: list[InlineRow] | None = None
+) -> str:
     counts: Counter = Counter()
     for row in rows:
         counts.update(row.hows or ["untested"])
@@ -254,6 +332,23 @@ def render(rows: list[Row], examples: list[Path] | None = None) -> str:
             lines.append(f"| {how} | {_cell(meaning)} | {counts[how]} |")
     if counts.get("untested"):
         lines.append(f"| untested | no result and no reason | {counts['untested']} |")
+    inline = inline or []
+    inline_by_page: dict[str, list[InlineRow]] = {}
+    for irow in inline:
+        inline_by_page.setdefault(irow.page, []).append(irow)
+    if inline:
+        icounts = Counter(r.how for r in inline)
+        lines += [
+            "",
+            "Inline code in the sentences of the pages is judged too: commands as blocks are, "
+            "options by the tool the sentence gives them to.",
+            "",
+            "| inline code | what it means | spans |",
+            "| --- | --- | --- |",
+        ]
+        for how, meaning in {**INLINE_HOWS, "untested": "not judged, no reason"}.items():
+            if icounts.get(how):
+                lines.append(f"| {how} | {_cell(meaning)} | {icounts[how]} |")
     by_page: dict[str, list[Row]] = {}
     for row in rows:
         by_page.setdefault(row.page, []).append(row)
@@ -272,6 +367,7 @@ def render(rows: list[Row], examples: list[Path] | None = None) -> str:
         for row in page_rows:
             hows = ", ".join(row.hows) or "untested"
             lines.append(f"| {row.block.line} | {_cell(row.what)} | {hows} | {_cell(row.detail)} |")
+        lines += _inline_summary(inline_by_page.get(page, []))
     if examples is not None:
         shown: dict[str, list[str]] = {}
         for row in rows:
@@ -294,6 +390,19 @@ def render(rows: list[Row], examples: list[Path] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _inline_summary(rows: list[InlineRow]) -> list[str]:
+    if not rows:
+        return []
+    counts = Counter(r.how for r in rows)
+    said = ", ".join(f"{counts[h]} {h}" for h in (*INLINE_HOWS, "untested") if counts.get(h))
+    out = ["", f"Inline code: {len(rows)} span(s): {said}."]
+    odd = [r for r in rows if r.how in {"skipped", "untested"}]
+    if odd:
+        out += ["", "| line | inline code | how tested | reason |", "| --- | --- | --- | --- |"]
+        out += [f"| {r.line} | {_cell(r.code)} | {r.how} | {_cell(r.detail)} |" for r in odd]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--log", type=Path, action="append", default=[], help="BlockResult log(s)")
@@ -307,19 +416,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.static and not args.log:
         ap.error("give --log FILE (the page tests' results) or --static")
     if args.static:
-        rows, orphans = static_rows(args.docs), []
+        rows, orphans, inline = static_rows(args.docs), [], []
     else:
         missing = [p for p in args.log if not p.is_file()]
         if missing:
             print(f"no such log: {', '.join(map(str, missing))}", file=sys.stderr)
             return 1
-        rows, orphans = match(all_blocks(args.docs), read_logs(args.log))
+        records = read_logs(args.log)
+        rows, orphans = match(all_blocks(args.docs), records)
+        inline = inline_rows(args.docs)
+        orphans += match_inline(inline, [r for r in records if r.get("kind") == "inline"])
     if args.write:
         if args.static:
             ap.error("--write needs the recorded results (--log), not --static")
         args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(render(rows, P.example_files()), encoding="utf-8")
-    bad = problems(rows, static=args.static)
+        args.write.write_text(render(rows, P.example_files(), inline), encoding="utf-8")
+    bad = problems(rows, static=args.static) + inline_problems(inline)
     for r in orphans:
         print(
             f"{r.get('page')}:{r.get('line')}: warning: [record-orphan] a result for no block "

@@ -280,7 +280,9 @@ def lint_lines(
     covered=None,
     entries: tuple[Entry, ...] | None = None,
 ) -> list[Finding]:
-    """Findings for ``lines`` of ``kind`` (shell, console, python, text).
+    """Findings for ``lines`` of ``kind`` (shell, console, python, text, prose: a page's
+    sentences, searched with each entry's pattern only, where a match must be a command with
+    its arguments: a tool's bare name in a sentence is not flagged).
 
     ``covered(entry, line)`` says whether a historical marker covers the match.
     """
@@ -300,6 +302,8 @@ def lint_lines(
             continue
         for entry in entries:
             what = match_line(entry, raw)
+            if kind == "prose" and what is not None and len(what.split()) < 2:
+                continue  # a tool's name in a sentence is talk about it, not a command
             if what is None and entry.commands and kind == "text":
                 cmds = P.logical_commands([(n, raw)])
                 what = next((w for c in cmds for _, w in match_shell(entry, c)), None)
@@ -399,7 +403,23 @@ def lint_page(path: Path, text: str | None = None) -> list[Finding]:
         out += lint_lines(path, lines, kind, covered)
     for span in page.inline:
         out += lint_lines(path, [(span.line, span.code)], "text", covered)
+    out += lint_lines(path, prose_lines(page), "prose", covered)
     return _dedupe(out)
+
+
+def prose_lines(page: P.Page) -> list[tuple[int, str]]:
+    """The page's sentences, line by line, outside code blocks, with code spans and link
+    targets blanked (code spans are linted on their own; a URL is not a command)."""
+    from clusterkit import prose
+
+    out = []
+    for para in prose.paragraphs(page):
+        for off, n in para.line_starts:
+            raw = para.text[off : para.text.index("\n", off)]
+            raw = P._INLINE.sub(lambda m: " " * len(m.group(0)), raw)
+            raw = re.sub(r"\]\([^)]*\)|<https?://[^>]*>", " ", raw)
+            out.append((n, raw))
+    return out
 
 
 def lint_file(path: Path, text: str | None = None) -> list[Finding]:

@@ -4,7 +4,8 @@
 
 No PyTorch or TensorFlow is imported and nothing trains. In order:
 
-* ``profiles``: every ``sites/*.yaml`` against the schema and the consistency rules;
+* ``profiles``: every ``sites/*.yaml`` against the schema and the consistency rules, and every
+  recorded channel manifest (``contracts/channels/*.yaml``) against its own;
 * ``jobs``: every job script under ``examples/<site>/`` through the scheduler emulator's dry
   run against its site (Slurm or LSF); the command lines of the project's own training
   scripts are judged against their parsers, read with the frameworks stubbed out (or from the
@@ -15,6 +16,10 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
   and examples uses known flags with valid values;
 * ``inventories``: every ``module`` command names a module its site lists;
 * ``coverage``: every code block of the pages has a route to a test, or a reason (static);
+* ``content``: what pages and comments say against the trainers' help, cited headings, pinned
+  installs and images, rank bindings against loader workers (:mod:`clusterkit.lint.content`);
+* ``stacks``: every software stack a page names (front matter ``stacks:``) is in a profile, the
+  page shows it (``{page-stacks}``), and every page that runs a training program names one;
 * ``shellcheck``: every shell example and every shell block of the pages;
 * ``sphinx``: ``sphinx-build -b dummy -W -n`` (references, toctrees, directives), run in
   parallel with the rest; skipped, saying so, where Sphinx is not installed.
@@ -48,6 +53,8 @@ CHECKS = [
     "contracts",
     "inventories",
     "coverage",
+    "content",
+    "stacks",
     "shellcheck",
     "sphinx",
 ]
@@ -68,16 +75,18 @@ class Result:
 
 # --------------------------------------------------------------------------- checks
 def check_profiles() -> Result:
+    from clusterkit.channels import CHANNELS_DIR, load_manifest
     from clusterkit.profiles import load_profile, profile_paths
 
     r = Result("profiles")
     paths = profile_paths()
-    for p in paths:
+    manifests = sorted(p for p in CHANNELS_DIR.glob("*.yaml") if p.name != "schema.yaml")
+    for p, load in [*((p, load_profile) for p in paths), *((p, load_manifest) for p in manifests)]:
         try:
-            load_profile(p)
+            load(p)
         except CheckError as exc:
             r.findings += exc.findings
-    r.summary = f"{len(paths)} profile(s)"
+    r.summary = f"{len(paths)} profile(s), {len(manifests)} channel manifest(s)"
     return r
 
 
@@ -152,9 +161,29 @@ def check_coverage() -> Result:
     return r
 
 
+def check_content() -> Result:
+    from clusterkit.lint import content
+
+    r = Result("content")
+    r.findings = content.lint_all()
+    r.summary = ", ".join(content.CHECKS)
+    return r
+
+
+def check_stacks() -> Result:
+    from clusterkit.lint import stack_pages
+
+    r = Result("stacks")
+    pages = P.scan_pages()
+    r.findings = stack_pages.check_all(pages)
+    named = sum(bool(stack_pages.named_stacks(page)) for page in pages)
+    r.summary = f"{named} page(s) name their software stacks"
+    return r
+
+
 def _shellcheck(source: str) -> str:
     proc = subprocess.run(
-        ["shellcheck", "--shell=bash", "--format=gcc", "-"],
+        ["shellcheck", "--shell=bash", "--format=gcc", "-e", P.PAGE_SHELLCHECK_EXCLUDE, "-"],
         input=source,
         text=True,
         capture_output=True,
@@ -238,6 +267,8 @@ RUNNERS: dict[str, Callable[[], Result]] = {
     "contracts": check_contracts,
     "inventories": check_inventories,
     "coverage": check_coverage,
+    "content": check_content,
+    "stacks": check_stacks,
     "shellcheck": check_shellcheck,
 }
 

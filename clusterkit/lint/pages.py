@@ -31,7 +31,9 @@ OPAQUE_DIRECTIVES = {
     "site-facts",
     "site-status",
     "results-table",
+    "results-plot",
     "last-verified",
+    "page-stacks",
     "block-coverage",
     "mermaid",
     "figure",
@@ -45,6 +47,12 @@ _HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
 _OPTION = re.compile(r"^\s*:(?P<key>[\w-]+):\s*(?P<value>.*)$")
 _INLINE = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)(?P<code>.+?)(?<!`)(?P=ticks)(?!`)")
 SHELL_SUFFIXES = {".sh", ".bash", ".sbatch", ".slurm", ".lsf", ".bsub", ".pbs"}
+# shellcheck rules that do not apply to a page's commands, which a reader types at a prompt:
+# a failed ``cd`` stops the reader there (SC2164), the files a block sources (a venv's
+# ``activate``, conda's ``conda.sh``) exist only on the cluster (SC1090, SC1091), and ``$VAR``
+# in single quotes is text handed to a tool that expands it later (ReFrame's --setup, SC2016).
+# Scripts keep all four.
+PAGE_SHELLCHECK_EXCLUDE = "SC1090,SC1091,SC2016,SC2164"
 
 
 @dataclass(frozen=True)

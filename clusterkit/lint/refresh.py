@@ -8,7 +8,9 @@
     python -m clusterkit.lint.refresh --site bede --live [--out DIR]   # runs the commands
 
 It reads ``scontrol show partition -o``, ``scontrol show node -o``, ``sacctmgr -P show qos``
-and ``module -t avail`` / ``module -t spider`` output, compares them with ``sites/<site>.yaml``
+and ``module -t avail`` / ``module -t spider`` output, and for the software stacks ``conda search``
+and ``pip index versions`` output (``--conda-search FILE``, ``--pip-index-versions [INDEX=]FILE``;
+see :mod:`clusterkit.lint.stack_refresh`), compares them with ``sites/<site>.yaml``
 and writes, for review, ``<out>/<site>.diff.txt`` (partitions, limits, node shapes, QoS and
 modules added, changed or removed, each with the profile line it concerns) and
 ``<out>/<site>.yaml``, the profile with those changes made (line edits, so comments and layout
@@ -33,7 +35,16 @@ from typing import Any
 
 import hostlist
 
-from clusterkit.errors import CheckError
+from clusterkit.errors import CheckError, Finding
+from clusterkit.lint.changes import Change
+from clusterkit.lint.stack_refresh import (
+    PYPI,
+    StackLive,
+    compare_stacks,
+    parse_conda_search,
+    parse_pip_index,
+    read_stack_live,
+)
 from clusterkit.profiles import (
     ROOT,
     SITES_DIR,
@@ -125,6 +136,7 @@ class Live:
     nodes: list[dict[str, Any]] | None = None
     qos: dict[str, dict[str, Any]] | None = None
     modules: set[tuple[str, str | None]] | None = None
+    stacks: StackLive | None = None  # conda search / pip index output
     notes: list[str] = field(default_factory=list)
 
 
@@ -152,8 +164,13 @@ def read_live(
     nodes: str | None = None,
     qos: str | None = None,
     modules: list[str] | None = None,
+    conda: list[str] | None = None,
+    pip: list[tuple[str, str]] | None = None,
 ) -> Live:
+    """Parse the outputs given; ``pip`` holds (index URL, ``pip index versions`` output)."""
     live = Live()
+    if conda or pip:
+        live.stacks = read_stack_live(conda or [], pip or [])
     if partitions is not None:
         live.partitions = {}
         for row in parse_scontrol(partitions, "PartitionName"):
@@ -217,36 +234,6 @@ def run_live(site: str) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- the diff
-@dataclass
-class Change:
-    section: str  # partitions, node_types, qos, modules
-    name: str
-    kind: str  # added, changed, removed, notice
-    field: str = ""
-    old: Any = None
-    new: Any = None
-    line: int = 0
-    note: str = ""
-
-    def __str__(self) -> str:
-        where = f" (profile line {self.line})" if self.line else ""
-        if self.kind == "changed":
-            text = (
-                f"~ {self.section}.{self.name}.{self.field}: {_show(self.old)} -> {_show(self.new)}"
-            )
-        elif self.kind == "added":
-            text = f"+ {self.section}.{self.name}" + (f": {self.new}" if self.new else "")
-        elif self.kind == "removed":
-            text = f"- {self.section}.{self.name}"
-        else:
-            text = f"! {self.section}.{self.name}"
-        return text + where + (f"  # {self.note}" if self.note else "")
-
-
-def _show(v: Any) -> str:
-    return "(none)" if v is None else str(v)
-
-
 def _t(seconds: int | None) -> str | None:
     return None if seconds is None else format_seconds(seconds)
 
@@ -394,6 +381,7 @@ def compare(data: dict, live: Live) -> list[Change]:
                 out.append(Change("qos", name, "added", new=f"MaxWall {_t(lq['max_walltime_s'])}"))
     if live.modules is not None:
         out += _compare_modules(data, live.modules)
+    out += compare_stacks(data, live.modules, live.stacks)
     return out
 
 
@@ -669,6 +657,10 @@ def propose(text: str, data: dict, changes: list[Change]) -> str:
                     if re.match(r"^\s*-?\s*status:", ed.lines[n - 1]):
                         ed.set_value(n, "status", "removed")
                 ed.insert_after(c.line, [f"    replacement: {repl}"])
+        elif c.section == "stacks" and c.kind == "changed":
+            key = c.field.rpartition(".")[2]
+            ed.set_value(c.line, key, _yaml_str(str(c.new)))
+            ed.lines[c.line - 1] += f"  # refresh: {c.note or 'was ' + str(c.old)}"
         elif c.section == "modules" and c.kind == "added":
             name, _, version = c.name.partition("/")
             item = f"name: {name}" + (f", version: {_yaml_str(version)}" if version else "")
@@ -694,7 +686,7 @@ def _yaml_str(v: str) -> str:
 # --------------------------------------------------------------------------- report
 def report(site: str, changes: list[Change], notes: list[str], valid: list[str]) -> str:
     lines = [f"Refresh of sites/{site}.yaml from the live system", ""]
-    for section in ("partitions", "node_types", "qos", "modules"):
+    for section in ("partitions", "node_types", "qos", "modules", "stacks"):
         items = [c for c in changes if c.section == section]
         if items:
             lines.append(f"[{section}]")
@@ -744,6 +736,34 @@ def proposal_sites(proposal: Path, into: Path, sites_dir: Path = SITES_DIR) -> P
     return into
 
 
+def stack_input_findings(conda: list[Path], pip: list[str]) -> list[Finding]:
+    """Outputs that are not what the option expects, each named with file, line and rule."""
+    out = []
+    for path in conda:
+        try:
+            parse_conda_search(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            line = getattr(exc, "lineno", 0)
+            out.append(
+                Finding(path, line, "conda-search-output", f"not conda search output: {exc}")
+            )
+    for arg in pip:
+        path = Path(arg.rpartition("=")[2])
+        if not parse_pip_index(path.read_text(encoding="utf-8")):
+            out.append(
+                Finding(
+                    path, 1, "pip-index-output", "no 'NAME (VERSION)' + 'Available versions:' lines"
+                )
+            )
+    return out
+
+
+def _index_and_text(arg: str) -> tuple[str, str]:
+    """``INDEX=FILE`` or ``FILE`` (PyPI) -> (index URL, the file's text)."""
+    index, sep, path = arg.rpartition("=")
+    return (index if sep else PYPI), Path(path).read_text(encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--site", required=True)
@@ -752,6 +772,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sacctmgr-qos", type=Path, help="`sacctmgr -P show qos`")
     ap.add_argument("--module-avail", type=Path, help="`module -t avail` (stderr)")
     ap.add_argument("--module-spider", type=Path, help="`module -t spider` (stderr)")
+    ap.add_argument(
+        "--conda-search",
+        type=Path,
+        action="append",
+        default=[],
+        help="`conda search --json -c CHANNEL NAME` (or the plain table); repeatable",
+    )
+    ap.add_argument(
+        "--pip-index-versions",
+        metavar="[INDEX=]FILE",
+        action="append",
+        default=[],
+        help="`pip index versions NAME [--index-url INDEX]` output; repeatable (default: PyPI)",
+    )
     ap.add_argument("--live", action="store_true", help="run the commands here instead")
     ap.add_argument("--sites-dir", type=Path, default=SITES_DIR)
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "refresh")
@@ -760,6 +794,10 @@ def main(argv: list[str] | None = None) -> int:
     def read(p: Path | None) -> str | None:
         return p.read_text(encoding="utf-8", errors="replace") if p else None
 
+    bad = stack_input_findings(args.conda_search, args.pip_index_versions)
+    if bad:
+        print("\n".join(str(f) for f in bad), file=sys.stderr)
+        return 1
     if args.live:
         got = run_live(args.site)
         live = read_live(got["partitions"], got["nodes"], got["qos"], [got["avail"], got["spider"]])
@@ -770,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
             read(args.scontrol_nodes),
             read(args.sacctmgr_qos),
             mods or None,
+            [p.read_text(encoding="utf-8") for p in args.conda_search],
+            [_index_and_text(arg) for arg in args.pip_index_versions],
         )
     _changes, diff, proposal = refresh(args.site, live, args.out, args.sites_dir)
     print(diff.read_text(), end="")

@@ -33,6 +33,21 @@ import torchvision
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+# The oldest releases this program runs on (CI runs it under them): it stops at start-up on older.
+MINIMUM_VERSIONS = {"torch": "2.1", "torchvision": "0.16"}
+# Slurm sets these for the GPUs it gives a job or a job step; LSF and jsrun set
+# CUDA_VISIBLE_DEVICES. With --device auto, any of them means the run must get a GPU.
+GPU_JOB_VARIABLES = (
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+)
+# torch.OutOfMemoryError is PyTorch 2.3+; torch.cuda.OutOfMemoryError is the same class.
+OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
 # --tiny (or TRAIN_TINY=1): a run of a few seconds on a CPU, the setting CI uses. These values
 # replace whatever was given; everything else keeps its value.
 TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "steps_per_epoch": 3, "workers": 0}
@@ -59,6 +74,12 @@ checkpoints and preemption:
   Rank 0 writes <checkpoint-dir>/ckpt-stepNNNNNNNN.pt every --checkpoint-every steps and at the
   end. A new run resumes from the newest checkpoint there that loads. SIGUSR1 or SIGTERM makes
   every rank stop at the same step: rank 0 checkpoints and the program exits with status 0.
+
+devices:
+  --device auto uses a GPU if PyTorch sees one. Inside a job that holds GPUs (Slurm's
+  SLURM_GPUS_ON_NODE, or CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES) it needs one, as
+  --device cuda does: a CPU-only PyTorch build, or no visible GPU, stops the run at once
+  instead of training on the CPU. Only --tiny runs go on, on the CPU, with a warning.
 
 --tiny / TRAIN_TINY=1:
   image-size 32, batch-size 4, steps 6, steps-per-epoch 3, workers 0; log-every 2 and
@@ -234,11 +255,27 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.lr = 0.1 if args.optimizer == "sgd" else 0.001
     if args.weight_decay is None:
         args.weight_decay = 1e-4 if args.optimizer == "sgd" else 0.05
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: this machine (or this PyTorch build) has no usable GPU")
     if args.backend == "mpi" and not dist.is_mpi_available():
         parser.error("--backend mpi: this PyTorch build has no MPI support (pip wheels never do)")
     return args
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """(2, 1, 2) for "2.1.2+cu121": the leading numbers of a version."""
+    m = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in m[0].split(".")) if m else ()
+
+
+def check_versions(*modules) -> None:
+    """Stop at once on a framework older than MINIMUM_VERSIONS, naming the version needed."""
+    for module in modules:
+        have = getattr(module, "__version__", None)
+        oldest = MINIMUM_VERSIONS[module.__name__]
+        if isinstance(have, str) and version_tuple(have) < version_tuple(oldest):
+            raise Abort(
+                f"{Path(__file__).name} needs {module.__name__} {oldest} or newer; "
+                f"this environment has {have}"
+            )
 
 
 def check_image_folder(root: Path, split: str) -> str | None:
@@ -333,9 +370,56 @@ def master_address_help(launcher: str) -> str:
     return f"export MASTER_PORT=29500 MASTER_ADDR={first}"
 
 
+def gpus_granted() -> str | None:
+    """The variable saying that this job holds GPUs (as NAME=VALUE), or None."""
+    for var in GPU_JOB_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        # SLURM_GPUS_ON_NODE is a count; the others list devices ("-1" hides them all)
+        none = ("", "0") if var == "SLURM_GPUS_ON_NODE" else ("", "-1", "NoDevFiles")
+        if value not in none:
+            return f"{var}={value}"
+    return None
+
+
+def gpu_request(args) -> str | None:
+    """What asks this run for a GPU: --device cuda, or (with auto) a job that holds GPUs."""
+    if args.device == "cuda":
+        return "--device cuda"
+    return gpus_granted() if args.device == "auto" else None
+
+
+def missing_gpu() -> str | None:
+    """Why PyTorch cannot use a GPU here, or None if it can."""
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        return (
+            f"this PyTorch ({torch.__version__}) is a CPU-only build: install a CUDA or ROCm "
+            "build of torch"
+        )
+    if not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else f"ROCm {torch.version.hip}"
+        return f"PyTorch {torch.__version__} ({build}) sees no GPU on {os.uname().nodename}"
+    return None
+
+
+def choose_device_type(args, rank: int) -> str:
+    """cuda or cpu. A run that asks for a GPU and cannot have one stops here (--tiny: warns)."""
+    wanted = gpu_request(args)
+    problem = missing_gpu() if wanted else None
+    if problem and not args.tiny:
+        raise Abort(f"{wanted} asks for a GPU, but {problem}")
+    if problem:
+        if rank == 0:
+            warn(f"{wanted} asks for a GPU, but {problem}; --tiny runs on the CPU instead")
+        return "cpu"
+    if wanted or (args.device == "auto" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
 def setup(args):
     """Rank, world size, device, process group for small messages, and a line about them."""
     launcher, rank, world, local_rank = launcher_env()
+    use_cuda = choose_device_type(args, rank) == "cuda"
     missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if world > 1 and missing and args.backend != "mpi":
         nor = f" (nor {missing[1]})" if len(missing) > 1 else ""
@@ -343,7 +427,6 @@ def setup(args):
             f"{missing[0]} is not set{nor}: {launcher} started {world} ranks but does not say "
             f"where they meet. In the job script: {master_address_help(launcher)}"
         )
-    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if args.deterministic is None:
         args.deterministic = not use_cuda
     if use_cuda:
@@ -633,6 +716,14 @@ def learning_rate(step: int, peak: float, warmup: int, total: int) -> float:
     return 0.5 * peak * (1 + math.cos(math.pi * progress))
 
 
+def grad_scaler(device_type: str, enabled: bool):
+    """Loss scaling for fp16. PyTorch 2.3 made torch.amp.GradScaler take the device; before
+    that only CUDA had one (torch.cuda.amp.GradScaler), so fp16 on a CPU runs unscaled there."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type, enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled and device_type == "cuda")
+
+
 def logits_of(output):
     # inception_v3 and googlenet return (logits, auxiliary logits...) while training
     return output[0] if isinstance(output, tuple) else output
@@ -665,6 +756,7 @@ def evaluate(model, loader, to_device, dtype, world, epoch, rank):
 
 
 def main(argv=None) -> int:
+    check_versions(torch, torchvision)
     args = parse_args(argv)
     rank, world, device, control, about = setup(args)
     stop = StopFlag()  # before the slow part: an unhandled SIGUSR1 would end the process
@@ -713,7 +805,7 @@ def main(argv=None) -> int:
         )
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
     # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+    scaler = grad_scaler(device.type, enabled=args.precision == "fp16")
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     peak_lr = args.lr * args.batch_size * world / 256  # linear scaling rule
     warmup_lr = min(round(args.warmup_epochs * steps_per_epoch), total // 5)
@@ -827,7 +919,7 @@ def run(argv=None) -> int:
         return main(argv)
     except Abort as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
-    except torch.OutOfMemoryError:
+    except OutOfMemoryError:
         print("error: out of GPU memory: lower --batch-size", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         return 130

@@ -27,6 +27,10 @@ import torch.nn as nn
 import torchvision
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+# The oldest releases this program runs on: it stops at start-up on older ones.
+MINIMUM_VERSIONS = {"torch": "2.1", "torchvision": "0.16", "horovod": "0.28"}
+# Variables that say the job holds GPUs (Slurm; LSF and jsrun set CUDA_VISIBLE_DEVICES).
+GPU_JOB_VARIABLES = ("SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "steps_per_epoch": 3, "workers": 0}
 TINY_DEFAULTS = {"log_every": 2, "checkpoint_every": 3}  # replace defaults only
 
@@ -61,9 +65,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--warmup-steps", type=int, default=5, help="left out of [summary] img_s")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--device",
+        choices=["auto", "cuda", "cpu"],
+        default="auto",
+        help="auto: a GPU if any; inside a job that holds GPUs, a GPU or stop (as train_resnet.py)",
+    )
     p.add_argument("--tiny", action="store_true", help="CI setting (also TRAIN_TINY=1)")
     args = p.parse_args(argv)
     if args.tiny or os.environ.get("TRAIN_TINY") == "1":
+        args.tiny = True
         vars(args).update(TINY)
         for key, value in TINY_DEFAULTS.items():
             if getattr(args, key) == p.get_default(key):
@@ -73,6 +84,59 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.data_dir is not None and not (args.data_dir / "train").is_dir():
         p.error(f"--data-dir {args.data_dir}: no train/ directory in it")
     return args
+
+
+def check_versions() -> None:
+    """Stop at once, naming the version needed, on a framework older than MINIMUM_VERSIONS."""
+    for name in MINIMUM_VERSIONS:
+        have = getattr(sys.modules.get(name), "__version__", None)
+        if isinstance(have, str) and version_tuple(have) < version_tuple(MINIMUM_VERSIONS[name]):
+            sys.exit(
+                f"error: {Path(__file__).name} needs {name} {MINIMUM_VERSIONS[name]} or newer; "
+                f"this environment has {have}"
+            )
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    m = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in m[0].split(".")) if m else ()
+
+
+def gpus_granted() -> str | None:
+    """The variable saying that this job holds GPUs (as NAME=VALUE), or None."""
+    for var in GPU_JOB_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        none = ("", "0") if var == "SLURM_GPUS_ON_NODE" else ("", "-1", "NoDevFiles")
+        if value not in none:
+            return f"{var}={value}"
+    return None
+
+
+def choose_device(args) -> torch.device:
+    """This rank's device. A run that asks for a GPU (--device cuda, or auto in a job that holds
+    GPUs) and gets none stops here, naming the cause; --tiny runs go on on the CPU, warning."""
+    wanted = "--device cuda" if args.device == "cuda" else None
+    if args.device == "auto":
+        wanted = gpus_granted()
+    problem = None
+    if wanted and torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        problem = f"this PyTorch ({torch.__version__}) is a CPU-only build"
+    elif wanted and not torch.cuda.is_available():
+        problem = f"PyTorch {torch.__version__} sees no GPU"
+    if problem and not args.tiny:
+        sys.exit(f"error: {wanted} asks for a GPU, but {problem}")
+    if problem:
+        print(f"warning: {wanted}: {problem}; --tiny runs on the CPU", file=sys.stderr)
+    elif wanted or (args.device == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def grad_scaler(device_type: str, enabled: bool):
+    """torch.amp.GradScaler(device) is PyTorch 2.3+; before, only CUDA had a scaler."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type, enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled and device_type == "cuda")
 
 
 class SyntheticImages(Dataset):
@@ -141,12 +205,12 @@ def newest_checkpoint(directory: Path):
 
 
 def main() -> int:
+    check_versions()
     args = parse_args()
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
-    device = torch.device("cpu")
-    if torch.cuda.is_available():
-        device = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+    device = choose_device(args)
+    if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True
     stop = {"raised": False}  # SIGUSR1/SIGTERM: all ranks stop at the next step (see train_resnet)
@@ -192,7 +256,7 @@ def main() -> int:
     optimizer = torch.optim.SGD(
         model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
     )
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+    scaler = grad_scaler(device.type, enabled=args.precision == "fp16")
     step = 0
     if rank == 0:
         state, path = newest_checkpoint(args.checkpoint_dir)

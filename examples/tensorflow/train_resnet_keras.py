@@ -17,7 +17,8 @@ and worker 0 ends with ``[summary] ranks=2 steps=40 img_s=246.8 time_s=12.34``.
 
 Why a hand-written loop (strategy.run) and not model.fit: with Keras 3, model.fit under
 MultiWorkerMirroredStrategy stops with "ValueError: Attempt to convert a value (PerReplica...)"
-(keras-team/keras#20585). The loop below works with Keras 3, the default since TensorFlow 2.16.
+(keras-team/keras#20585). The loop below works with Keras 3, the default since TensorFlow 2.16,
+and with Keras 2 (TensorFlow 2.13 to 2.15), which many site installations still provide.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -38,6 +40,19 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import tensorflow as tf
+
+# The oldest release this program runs on (CI runs it under it): it stops at start-up on older.
+MINIMUM_VERSIONS = {"tensorflow": "2.13"}
+# Slurm sets these for the GPUs it gives a job or a job step; LSF and jsrun set
+# CUDA_VISIBLE_DEVICES. With --device auto, any of them means the run must get a GPU.
+GPU_JOB_VARIABLES = (
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+)
 
 # What --tiny (or TRAIN_TINY=1) changes: a run of a few seconds on a CPU, used by CI.
 # The same values as the PyTorch trainer's --tiny.
@@ -112,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
     p.add_argument(
+        "--device",
+        choices=["auto", "gpu", "cpu"],
+        default="auto",
+        help="auto: the GPUs if TensorFlow sees any; inside a job that holds GPUs (Slurm, "
+        "CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES) it needs them, as gpu does: a CPU-only "
+        "TensorFlow or no visible GPU stops the run at once (--tiny runs warn and use the CPU)",
+    )
+    p.add_argument(
         "--intra-threads",
         type=int,
         default=0,
@@ -185,6 +208,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                 setattr(args, key, value)
         if os.environ.get("TRAIN_TINY_STEPS"):
             args.steps = int(os.environ["TRAIN_TINY_STEPS"])
+    args.tiny = args.tiny or os.environ.get("TRAIN_TINY") == "1"
     for name in ("batch_size", "image_size", "log_every", "checkpoint_every", "keep"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -207,6 +231,60 @@ def parse_args(argv=None) -> argparse.Namespace:
             files, labels, _ = list_images(args.data_dir / "val")
             args.val_files = (files, labels) if files else None
     return args
+
+
+# --------------------------------------------------------------------------- versions, devices
+def version_tuple(text: str) -> tuple[int, ...]:
+    """(2, 14, 1) for "2.14.1": the leading numbers of a version."""
+    m = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in m[0].split(".")) if m else ()
+
+
+def check_versions() -> None:
+    """Stop at once on a TensorFlow older than MINIMUM_VERSIONS, naming the version needed."""
+    have, oldest = getattr(tf, "__version__", None), MINIMUM_VERSIONS["tensorflow"]
+    if isinstance(have, str) and version_tuple(have) < version_tuple(oldest):
+        raise SystemExit(
+            f"error: {Path(__file__).name} needs tensorflow {oldest} or newer; "
+            f"this environment has {have}"
+        )
+
+
+def gpus_granted() -> str | None:
+    """The variable saying that this job holds GPUs (as NAME=VALUE), or None."""
+    for var in GPU_JOB_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        # SLURM_GPUS_ON_NODE is a count; the others list devices ("-1" hides them all)
+        none = ("", "0") if var == "SLURM_GPUS_ON_NODE" else ("", "-1", "NoDevFiles")
+        if value not in none:
+            return f"{var}={value}"
+    return None
+
+
+def missing_gpu() -> str | None:
+    """Why TensorFlow cannot use a GPU here, or None if it can."""
+    build = tf.sysconfig.get_build_info()
+    if not (build.get("is_cuda_build") or build.get("is_rocm_build")):
+        return (
+            f"this TensorFlow ({tf.__version__}) is a CPU-only build: install a CUDA or ROCm "
+            "build (not tensorflow-cpu)"
+        )
+    if not tf.config.list_physical_devices("GPU"):
+        return f"TensorFlow {tf.__version__} sees no GPU on {os.uname().nodename}"
+    return None
+
+
+def choose_devices(args) -> None:
+    """Hide the GPUs for --device cpu; stop if a run that asks for a GPU cannot have one."""
+    if args.device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+        return
+    wanted = "--device gpu" if args.device == "gpu" else gpus_granted()
+    problem = missing_gpu() if wanted else None
+    if problem and not args.tiny:
+        raise SystemExit(f"error: {wanted} asks for a GPU, but {problem}")
+    if problem:
+        print(f"warning: {wanted} asks for a GPU, but {problem}; --tiny runs on the CPU")
 
 
 # --------------------------------------------------------------------------- distribution
@@ -455,6 +533,45 @@ def restore_newest(ckpt: tf.train.Checkpoint, directory: Path) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- Keras 2 and 3
+# TensorFlow 2.16 moved tf.keras to Keras 3; sites still offer 2.13-2.15 with Keras 2. The few
+# places where the two differ are here.
+def use_checkpointable_random_state() -> None:
+    """Keras 2 draws dropout masks from random ops whose state no checkpoint holds; switched to
+    tf.random.Generator, it keeps that state in variables (Keras 3 always does)."""
+    experimental = getattr(tf.keras.backend, "experimental", None)
+    if hasattr(experimental, "enable_tf_random_generator"):
+        experimental.enable_tf_random_generator()
+
+
+def random_state_variables(model) -> list:
+    """The variables holding the random state of the model's dropout layers, which
+    tf.train.Checkpoint does not reach through the model: Keras 3's seed generators, or the
+    state of each Keras 2 layer's generator (made now, so that a restore can fill it)."""
+    found = [v for v in model.non_trainable_variables if "seed_generator" in getattr(v, "path", "")]
+    for layer in model.layers:
+        keras2 = getattr(layer, "_random_generator", None)
+        if hasattr(keras2, "_maybe_init"):
+            keras2._maybe_init()
+            if getattr(keras2, "_generator", None) is not None:
+                found.append(keras2._generator.state)
+    return found
+
+
+def scale_loss(optimizer, loss):
+    """fp16 loss scaling: Keras 3's scale_loss, Keras 2's get_scaled_loss."""
+    if hasattr(optimizer, "scale_loss"):
+        return optimizer.scale_loss(loss)
+    return optimizer.get_scaled_loss(loss)
+
+
+def unscale_gradients(optimizer, grads):
+    """Keras 3 unscales inside apply_gradients; Keras 2 needs get_unscaled_gradients first."""
+    if hasattr(optimizer, "get_unscaled_gradients"):
+        return optimizer.get_unscaled_gradients(grads)
+    return grads
+
+
 # --------------------------------------------------------------------------- training
 def lr_at(step: int, args, steps_per_epoch: int, total: int, global_batch: int) -> float:
     peak = args.lr * global_batch / 256
@@ -466,10 +583,12 @@ def lr_at(step: int, args, steps_per_epoch: int, total: int, global_batch: int) 
 
 
 def main(argv=None) -> int:
+    check_versions()
     args = parse_args(argv)
     # Thread pools can only be sized before TensorFlow's runtime starts.
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    choose_devices(args)
     strategy, rank, workers, per_node = make_strategy(args)
     if rank == 0 and per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
         print(
@@ -477,6 +596,7 @@ def main(argv=None) -> int:
             "set it and --intra-threads to (cores per node) / (workers per node)",
             flush=True,
         )
+    use_checkpointable_random_state()
     tf.keras.utils.set_random_seed(args.seed)
     if args.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -514,6 +634,7 @@ def main(argv=None) -> int:
         optimizer.build(model.trainable_variables)  # create slots now so restore fills them
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
         epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+        rng = random_state_variables(model)
     loss_fn = tf.keras.losses.CategoricalCrossentropy(
         from_logits=True, label_smoothing=args.label_smoothing, reduction="none"
     )
@@ -522,10 +643,8 @@ def main(argv=None) -> int:
     # saving may synchronise), but only the chief's copy is kept; the others write to a
     # private temporary directory that is deleted at once. All workers restore from the
     # chief's directory, so --checkpoint-dir must be on a file system every node sees.
-    # Dropout layers (MobileNet, EfficientNet...) draw their masks from seed-generator variables
-    # that tf.train.Checkpoint does not reach through the model: saved by name so that a resumed
-    # run draws the masks the uninterrupted run would have drawn.
-    rng = [v for v in model.non_trainable_variables if "seed_generator" in v.path]
+    # The random state of dropout layers is saved too (random_state_variables), so that a
+    # resumed run draws the masks the uninterrupted run would have drawn.
     ckpt = tf.train.Checkpoint(
         model=model, optimizer=optimizer, step=step_var, epoch=epoch_var, rng=rng
     )
@@ -553,8 +672,9 @@ def main(argv=None) -> int:
             logits = tf.cast(model(images, training=True), tf.float32)
             per_example = loss_fn(tf.one_hot(labels, classes), logits)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            scaled = optimizer.scale_loss(loss) if args.precision == "fp16" else loss
-        return loss, tape.gradient(scaled, model.trainable_variables)
+            scaled = scale_loss(optimizer, loss) if args.precision == "fp16" else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        return loss, unscale_gradients(optimizer, grads) if args.precision == "fp16" else grads
 
     if args.jit_compile:  # XLA for the forward and backward pass; the all-reduce stays outside
         compute_gradients = tf.function(compute_gradients, jit_compile=True)
@@ -562,7 +682,8 @@ def main(argv=None) -> int:
     def replica_step(images, labels):
         loss, grads = compute_gradients(images, labels)
         # apply_gradients sums the gradients over all replicas (an all-reduce) before updating
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        # (no zip(strict=True): Python 3.9, which some sites' stacks still have, lacks it)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # noqa: B905
         return loss
 
     @tf.function

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -29,6 +30,10 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "log_every": 2, "num_classes": 10}
+# The oldest releases this program runs on: it stops at start-up on older ones.
+MINIMUM_VERSIONS = {"tensorflow": "2.13", "horovod": "0.28"}
+# Variables that say the job holds GPUs (Slurm; LSF and jsrun set CUDA_VISIBLE_DEVICES).
+GPU_JOB_VARIABLES = ("SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -42,19 +47,75 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints-hvd"))
     p.add_argument("--checkpoint-every", type=int, default=500)
     p.add_argument("--log-every", type=int, default=20)
+    p.add_argument(
+        "--device",
+        choices=["auto", "gpu", "cpu"],
+        default="auto",
+        help="auto: the GPUs if any; inside a job that holds GPUs, a GPU or stop "
+        "(as train_resnet_keras.py)",
+    )
     p.add_argument("--tiny", action="store_true", help="CI setting (also TRAIN_TINY=1)")
     args = p.parse_args(argv)
     if args.tiny or os.environ.get("TRAIN_TINY") == "1":
+        args.tiny = True
         for key, value in TINY.items():
             setattr(args, key, value)
     return args
 
 
+def version_tuple(text: str) -> tuple[int, ...]:
+    m = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in m[0].split(".")) if m else ()
+
+
+def check_versions() -> None:
+    """Stop at once, naming the version needed, on a framework older than MINIMUM_VERSIONS."""
+    for name, oldest in MINIMUM_VERSIONS.items():
+        have = getattr(sys.modules.get(name), "__version__", None)
+        if isinstance(have, str) and version_tuple(have) < version_tuple(oldest):
+            sys.exit(
+                f"error: {Path(__file__).name} needs {name} {oldest} or newer; "
+                f"this environment has {have}"
+            )
+
+
+def gpus_granted() -> str | None:
+    """The variable saying that this job holds GPUs (as NAME=VALUE), or None."""
+    for var in GPU_JOB_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        none = ("", "0") if var == "SLURM_GPUS_ON_NODE" else ("", "-1", "NoDevFiles")
+        if value not in none:
+            return f"{var}={value}"
+    return None
+
+
+def visible_gpus(args) -> list:
+    """The GPUs to use. A run that asks for one (--device gpu, or auto in a job that holds GPUs)
+    and sees none stops here, naming the cause; --tiny runs go on on the CPU, warning."""
+    if args.device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+        return []
+    wanted = "--device gpu" if args.device == "gpu" else gpus_granted()
+    gpus = tf.config.list_physical_devices("GPU")
+    build = tf.sysconfig.get_build_info()
+    problem = None
+    if not (build.get("is_cuda_build") or build.get("is_rocm_build")):
+        problem = f"this TensorFlow ({tf.__version__}) is a CPU-only build"
+    elif not gpus:
+        problem = f"TensorFlow {tf.__version__} sees no GPU"
+    if wanted and problem and not args.tiny:
+        sys.exit(f"error: {wanted} asks for a GPU, but {problem}")
+    if wanted and problem:
+        print(f"warning: {wanted}: {problem}; --tiny runs on the CPU", flush=True)
+    return gpus
+
+
 def main() -> int:
+    check_versions()
     args = parse_args()
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
-    gpus = tf.config.list_physical_devices("GPU")
+    gpus = visible_gpus(args)
     if gpus:  # one GPU per process
         gpu = gpus[hvd.local_rank() % len(gpus)]
         tf.config.set_visible_devices(gpu, "GPU")
@@ -97,7 +158,8 @@ def main() -> int:
         # Average the gradients over the ranks. (hvd.DistributedGradientTape does this for
         # tf.Variables, but calls .ref() on each source, which Keras 3 variables lack.)
         grads = hvd.grouped_allreduce(grads, op=hvd.Average, compression=compression)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        # (no zip(strict=True): Python 3.9, which some sites' stacks still have, lacks it)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # noqa: B905
         return hvd.allreduce(loss)
 
     def save() -> None:

@@ -1,0 +1,1 @@
+"""Command-line grammars of tools the scheduler emulation does not run (queries, ...)."""

@@ -1,0 +1,167 @@
+"""Inline code is part of the page: wrong commands and options in sentences fail with the page,
+the line and the rule, each made in the page it would come from."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clusterkit import inline_check, prose
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _judge_page(page: str, old: str, new: str):
+    """Every span's result on ``page`` with ``old`` replaced by ``new`` (which must occur)."""
+    path = ROOT / page
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{page} no longer says {old!r}: move this test's sentence"
+    changed = text.replace(old, new, 1)
+    line = changed[: changed.index(new)].count("\n") + 1
+    ctx = inline_check.PageContext(path, changed)
+    results = [(s, inline_check.judge(ctx, s)) for s in ctx.spans]
+    return line, results
+
+
+def _errors_near(results, line: int) -> list:
+    return [f for s, r in results for f in r.errors if line <= f.line <= line + 2]
+
+
+# (page, sentence as the page has it, the same sentence with the mistake, rules expected)
+MISTAKES = [
+    (
+        "docs/howto/archer2/pytorch-gpu.md",
+        "change the `srun` line to `--ntasks=8 --ntasks-per-node=4`",
+        "change the `srun` line to `--ntasks=9 --ntasks-per-node=4`",
+        {"step-layout"},
+    ),
+    (
+        "docs/howto/bede/pytorch-ddp-one-node.md",
+        "- `--gres=gpu:4` takes every GPU",
+        "- `--gres=gpu:5` takes every GPU",
+        {"gpus-per-node"},
+    ),
+    (
+        "docs/howto/bede/pytorch-ddp-one-node.md",
+        "`torchrun --nproc_per_node=4` starts\n  the four workers",
+        "`torchrun --nproc_per_node=16` starts\n  the four workers",
+        {"nproc-per-gpu"},
+    ),
+    (
+        "docs/howto/archer2/pytorch-gpu.md",
+        "- Every ARCHER2 job names a QoS.",
+        "- Every ARCHER2 job names a QoS: `--qos=gpu-excl` takes a whole node.",
+        {"qos-exists"},
+    ),
+    (
+        "docs/benchmarks/summit.md",
+        "`jsrun -n 1 -a 6 -c 42 -g 6 -r 1 singularity exec --nv IMAGE ./run-benchmark.sh`",
+        "`jsrun -n 1 -a 6 -c 48 -g 7 -r 1 ...`",
+        {"rs-cores", "rs-gpus"},
+    ),
+    (
+        "docs/howto/distributed.md",
+        "The launchers differ in which of these they provide.",
+        "The launchers differ in which of these they provide, as do ranks started by "
+        "`python -m torch.distributed.launch`.",
+        {"deprecated:torch-distributed-launch"},
+    ),
+]
+
+
+@pytest.mark.parametrize("page,old,new,rules", MISTAKES, ids=[m[2][:40] for m in MISTAKES])
+def test_a_mistake_in_a_sentence_fails_with_page_line_and_rule(page, old, new, rules):
+    line, results = _judge_page(page, old, new)
+    errors = _errors_near(results, line)
+    assert rules <= {f.rule for f in errors}, [str(f) for f in errors]
+    assert all(str(f).startswith(f"{page}:") for f in errors)
+
+
+@pytest.mark.parametrize("page,old,new,rules", MISTAKES, ids=[m[2][:40] for m in MISTAKES])
+def test_the_sentence_as_the_page_has_it_passes(page, old, new, rules):
+    line, results = _judge_page(page, old, old)
+    assert not [f for f in _errors_near(results, line) if f.rule in rules]
+
+
+def test_sbatch_options_of_a_sentence_apply_together_with_its_srun_options():
+    # "--nodes=2 and --gpus=8" go to the batch script, so 8 tasks at 4 per node fit
+    page = "docs/howto/archer2/pytorch-gpu.md"
+    line, results = _judge_page(page, "`--nodes=2`", "`--nodes=2`")
+    spans = {s.code: r for s, r in results if s.line in (line, line + 1)}
+    assert spans["--nodes=2"].detail.startswith("sbatch")
+    assert spans["--ntasks=8 --ntasks-per-node=4"].detail.startswith("srun")
+    assert not _errors_near(results, line)
+
+
+def test_an_unknown_option_of_the_tool_named_before_it_fails():
+    line, results = _judge_page(
+        "docs/howto/bede/pytorch-ddp-multinode.md",
+        "`--signal=USR1@120` (without `B:`)",
+        "the `srun` option `--signl=USR1@120` (without `B:`)",
+    )
+    assert "option-unknown" in {f.rule for f in _errors_near(results, line)}
+
+
+def test_inside_a_historical_admonition_stale_commands_are_notices():
+    text = textwrap.dedent("""\
+        # Page
+
+        :::{admonition} Historical: torch.distributed.launch
+        :class: historical
+        PyTorch's old launcher. Replaced by: torchrun.
+        :::
+
+        Ranks were started by `python -m torch.distributed.launch --nproc_per_node=4 x.py`.
+        """)
+    ctx = inline_check.PageContext(ROOT / "docs" / "howto" / "page.md", text)
+    (span,) = [s for s in ctx.spans if s.kind == "command"]
+    result = inline_check.judge(ctx, span)
+    assert not result.errors
+    assert any(f.rule.startswith("deprecated:") for f in result.findings)
+
+
+def test_file_names_variables_and_values_are_left_alone():
+    text = "# Page\n\nRun `train_resnet.py` with `MASTER_PORT=29500` set; `gpu` is the partition.\n"
+    ctx = inline_check.PageContext(ROOT / "docs" / "howto" / "page.md", text)
+    kinds = {s.code: s.kind for s in ctx.spans}
+    assert kinds == {"train_resnet.py": "other", "MASTER_PORT=29500": "other", "gpu": "other"}
+    assert {inline_check.judge(ctx, s).how for s in ctx.spans} == {"not-a-command"}
+
+
+def test_spans_are_classified():
+    assert prose.classify("srun --ntasks=8 python x.py") == "command"
+    assert prose.classify("srun") == "tool"
+    assert prose.classify("python -m torch.distributed.launch") == "command"
+    assert prose.classify("--gres=gpu:4") == "option"
+    assert prose.classify("-g 6") == "option"
+    assert prose.classify("$SLURM_PROCID") == "other"
+
+
+def test_the_page_tests_fail_a_wrong_span_and_record_inline_results(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "conftest.py").write_text((ROOT / "docs" / "conftest.py").read_text())
+    (docs / "page.md").write_text(
+        "---\nsite: bede\n---\n# Page\n\n"
+        "Ask for a node's GPUs with `sbatch --gres=gpu:5 job.sbatch`; see `job.sbatch`.\n"
+    )
+    log = tmp_path / "blocks.jsonl"
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(docs)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CLUSTERKIT_COVERAGE_LOG": str(log)},
+    )
+    assert r.returncode == 1, r.stdout
+    assert "page.md:6" in r.stdout
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(x["kind"], x["line"], x["code"]) for x in records] == [
+        ("inline", 6, "sbatch --gres=gpu:5 job.sbatch")
+    ]

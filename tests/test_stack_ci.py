@@ -1,0 +1,201 @@
+"""nox -s stacks: it catches a trainer that needs an API the stack's framework lacks, naming the
+trainer, the stack and the API; and the trainer with its fallbacks passes where only the APIs
+of an older release (PyTorch 2.1) are there.
+
+A stack's framework is stood in for by this interpreter with a ``sitecustomize`` module that
+deletes APIs after importing PyTorch, so no second PyTorch has to be installed for the test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterkit import stack_ci
+from clusterkit import stacks as S
+from clusterkit.profiles import ROOT, Stack
+
+TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
+TWO_RANKS = "test_two_ranks_under_torchrun"  # the program's two-rank tiny run
+
+
+def stack_lacking(name: str, hide: list[str]) -> Stack:
+    raw = {
+        "title": f"PyTorch without {', '.join(hide)}",
+        "status": "current",
+        "node_types": ["grace-hopper"],
+        "python": "3.11",
+        "frameworks": {"torch": "2.14.1", "torchvision": "0.29.1"},
+        "accelerator": {"kind": "cpu"},
+        "install": {"pip": {"packages": ["torch", "torchvision"]}},
+        "ci": {"pip": [f"torch-without-{name}"]},  # what names its environment here
+        "sources": [{"title": "t", "url": "https://example.org", "retrieved": "2026-11-23"}],
+    }
+    return Stack("test", name, raw)
+
+
+def fake_environment(tmp_path: Path, stack: Stack, hide: list[str]) -> Path:
+    """The stack's environment, ready: this interpreter, with ``hide`` deleted from torch."""
+    site = tmp_path / "hide"
+    site.mkdir()
+    lines = ["import torch"]
+    for api in hide:
+        owner, _, attr = api.rpartition(".")
+        lines.append(f"del {owner}.{attr}")
+    (site / "sitecustomize.py").write_text("\n".join(lines) + "\n")
+    env = stack_ci.Environment.for_route(S.ci_route(stack), tmp_path)
+    (env.path / "bin").mkdir(parents=True)
+    path = f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}"'
+    env.python.write_text(f'#!/bin/sh\n{path} exec "{sys.executable}" "$@"\n')
+    env.python.chmod(0o755)
+    (env.path / stack_ci.STAMP).write_text("\n".join(env.packages))
+    assert env.ready
+    return tmp_path
+
+
+@pytest.fixture
+def plain_env(monkeypatch):
+    for key in ("CLUSTERKIT_STACK", "TRAIN_TINY", "TRAIN_TINY_STEPS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.mark.slow
+def test_a_missing_api_fails_the_stack_naming_trainer_stack_and_api(tmp_path, plain_env):
+    stack = stack_lacking("no-autocast", ["torch.autocast"])
+    envs = fake_environment(tmp_path, stack, ["torch.autocast"])
+    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=envs, select=TWO_RANKS)
+    text = "\n".join(report.lines)
+    assert report.status == "fail", text
+    failures = [line for line in report.lines if line.strip().startswith("FAIL")]
+    assert failures == [
+        "  FAIL examples/pytorch/train_resnet.py under test/no-autocast: AttributeError: "
+        f"module 'torch' has no attribute 'autocast' [{TWO_RANKS}]"
+    ], text
+    assert "(reused)" in text and "0 passed, 1 failed" in text
+
+
+@pytest.mark.slow
+def test_the_trainer_passes_with_only_the_apis_of_pytorch_2_1(tmp_path, plain_env):
+    """torch.amp.GradScaler and torch.OutOfMemoryError came with PyTorch 2.3: the trainer falls
+    back to what 2.1 has. (The same trainer without its fallbacks fails on these.)"""
+    hide = ["torch.amp.GradScaler", "torch.OutOfMemoryError"]
+    stack = stack_lacking("like-2.1", hide)
+    envs = fake_environment(tmp_path, stack, hide)
+    select = f"{TWO_RANKS} or loss_scaler"
+    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=envs, select=select)
+    text = "\n".join(report.lines)
+    assert report.status == "pass", text
+    assert "ran:          examples/pytorch/train_resnet.py" in text
+    assert "2 passed, 0 failed" in text
+
+
+# --------------------------------------------------------------------------- pieces
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (  # pytest's long report of a failed assert on a trainer's output: its traceback's end
+            "AssertionError: [train] ...\nTraceback (most recent call last):\n"
+            "  File \"train_resnet.py\", line 3\nAttributeError: module 'torch.amp' has no "
+            "attribute 'GradScaler'\nE   assert 1 == 0",
+            "AttributeError: module 'torch.amp' has no attribute 'GradScaler'",
+        ),
+        (  # the trainer's own one-line error
+            "E   AssertionError: error: train_resnet.py needs torch 2.1 or newer; this "
+            "environment has 2.0.1\nerror: train_resnet.py needs torch 2.1 or newer; this "
+            "environment has 2.0.1",
+            "error: train_resnet.py needs torch 2.1 or newer; this environment has 2.0.1",
+        ),
+        (  # torchrun marks each rank's lines
+            "E   AssertionError: resnet50: 2 rank(s)\n[rank1]: Traceback (most recent call last):\n"
+            "[rank1]: AttributeError: module 'torch' has no attribute 'autocast'\n"
+            "E   assert 1 == 0",
+            "AttributeError: module 'torch' has no attribute 'autocast'",
+        ),
+        (  # from the repr() of a list of outputs: quotes come escaped
+            "E   AssertionError: [(1, 'Traceback...\nAttributeError: \\'EagerTensor\\' object has "
+            "no attribute \\'path\\'\n')]",
+            "AttributeError: 'EagerTensor' object has no attribute 'path'",
+        ),
+        (
+            "E   ModuleNotFoundError: No module named 'torchvision'",
+            "ModuleNotFoundError: No module named 'torchvision'",
+        ),
+        ("assert [1, 2] == [1, 2, 3]", "assert [1, 2] == [1, 2, 3]"),
+    ],
+)
+def test_the_reason_of_a_failure_is_the_line_that_says_why(text, reason):
+    assert stack_ci.reason_of(text) == reason
+
+
+def test_junit_reports_are_read_into_passes_and_failures():
+    xml = (
+        '<testsuites><testsuite><testcase name="a"/><testcase name="b"><failure message="boom">'
+        "tests.py:3: in b\nE   KeyError: 'x'</failure></testcase>"
+        '<testcase name="c"><skipped message="no"/></testcase></testsuite></testsuites>'
+    )
+    assert stack_ci._junit(xml, "") == (1, [("b", "KeyError: 'x'")])
+    assert stack_ci._junit("<testsuites/>", "ERROR: file not found: x.py") == (
+        0,
+        [("(collection)", "no test ran: ERROR: file not found: x.py")],
+    )
+
+
+def test_a_stack_ci_cannot_run_is_skipped_with_its_reason(tmp_path):
+    stack = stack_lacking("skipped", [])
+    stack.raw["ci"] = {"skip": "no wheel of these versions for Python 3.11"}
+    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=tmp_path)
+    assert report.status == "skip"
+    assert any("no wheel of these versions for Python 3.11" in line for line in report.lines)
+    assert not list(tmp_path.iterdir())  # nothing built
+
+
+def test_an_unsupported_stack_is_reported_and_not_run(tmp_path):
+    stack = stack_lacking("old", [])
+    stack.raw["frameworks"] = {"torch": "1.7.1", "torchvision": "0.8.2"}
+    report = stack_ci.check_stack(stack, [TRAINER], envs_dir=tmp_path)
+    text = "\n".join(report.lines)
+    assert report.status == "skip" and "every program of its pages needs newer" in text
+    assert "train_resnet.py: torch 1.7.1 is older than" in text and "stops at start-up" in text
+
+
+def test_every_training_program_has_tests_registered():
+    from clusterkit.lint import stack_pages
+
+    for program in stack_pages.training_programs().values():
+        rel = str(program.relative_to(ROOT))
+        assert rel in stack_ci.TESTS, rel
+        assert (ROOT / stack_ci.TESTS[rel]).is_file()
+
+
+def test_stacks_with_the_shared_environment_versions_are_left_to_the_tests_session(tmp_path):
+    pins = sorted(p for p in stack_ci.pinned() if p.startswith(("torch==", "torchvision==")))
+    assert len(pins) == 2, pins  # requirements/ml.txt pins torch and torchvision
+    today = stack_lacking("today", [])
+    today.raw["ci"] = {"pip": pins}
+    report = stack_ci.check_stack(today, [TRAINER], envs_dir=tmp_path)
+    text = "\n".join(report.lines)
+    assert report.status == "pass" and "pins the same versions: nox -s tests runs" in text
+    assert not list(tmp_path.iterdir())  # no second copy of the shared environment
+    older = stack_lacking("older", [])
+    older.raw["ci"] = {"pip": ["torch==2.1.2", "torchvision==0.16.2"]}
+    assert not stack_ci.covered_by_tests_session(S.ci_route(older))
+
+
+def test_stacks_no_page_names_are_reported_and_left_alone(tmp_path):
+    report = stack_ci.check_stack(stack_lacking("unnamed", []), None, envs_dir=tmp_path)
+    assert report.status == "skip" and "no page names this stack" in "\n".join(report.lines)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_session_stops_on_a_page_naming_an_unknown_stack(monkeypatch, capsys):
+    from clusterkit.errors import Finding
+    from clusterkit.lint import stack_pages
+
+    finding = Finding("docs/x.md", 3, "stack-exists", "no stack 'bede/nope'")
+    monkeypatch.setattr(stack_pages, "check_all", lambda: [finding])
+    assert stack_ci.main([]) == 1
+    assert "docs/x.md:3: [stack-exists] no stack 'bede/nope'" in capsys.readouterr().out
