@@ -5,8 +5,9 @@ for that node's architecture and Python (:mod:`clusterkit.installs`), not for th
 The target comes from the first of these that applies:
 
 Node type
-  1. the page's front matter ``stacks: [site/name, ...]``: the first listed stack of the
-     command's site (its first node type);
+  1. the page's front matter ``stacks: [site/name, ...]``: the stack of the command's site
+     (its first node type); where the page names several, the one built for the node type the
+     rules below find, else the first listed;
   2. the nearest job script of the same site the page shows above the command (an included
      file or a job-script block): the node type of its partition (``#SBATCH --partition``,
      ``#BSUB -q``; the site's default without one);
@@ -52,11 +53,11 @@ def target_for(page: str | Path, line: int, site: Site, snippet: str = "") -> Ta
     """The node and Python a command at ``page``:``line`` is meant for (see the module's
     docstring); ``snippet`` is the block or span that holds the command."""
     path = ROOT / page if not Path(page).is_absolute() else Path(page)
-    stack = _stack(path, site)
+    node, why = _node_type(path, line, site, snippet)
+    stack = _stack(path, site, node)
     if stack is not None:
         node = site.node_types[stack.raw["node_types"][0]]
         return _target(site, node, stack.python, f"stack {stack.key}")
-    node, why = _node_type(path, line, site, snippet)
     python = _snippet_python(snippet) or node.python or ""
     return _target(site, node, python, why)
 
@@ -73,15 +74,25 @@ def _page(path: Path) -> P.Page | None:
     return P.scan_page(path)
 
 
-def _stack(path: Path, site: Site):
+def _stack(path: Path, site: Site, node: NodeType):
+    """The stack of ``site`` the page names for ``node`` (see the module's docstring)."""
     page = _page(path)
     if page is None:
         return None
+    named = []
     for key in page.front_matter.get("stacks") or []:
         site_name, _, name = str(key).partition("/")
         if site_name == site.name and name in site.stacks:
-            return site.stacks[name]
-    return None
+            named.append(site.stacks[name])
+    if len(named) > 1:
+        types = site.node_types
+        same_arch = [
+            s for s in named if any(types[t].arch == node.arch for t in s.raw["node_types"])
+        ]
+        return next((s for s in same_arch if node.name in s.raw["node_types"]), None) or next(
+            iter(same_arch), named[0]
+        )
+    return named[0] if named else None
 
 
 def _node_type(path: Path, line: int, site: Site, snippet: str) -> tuple[NodeType, str]:
