@@ -398,6 +398,12 @@ class Site:
         """Whether the modules list claims to hold every module of the site."""
         return self.data["module_inventory"]["coverage"] == "complete"
 
+    def versions_complete(self, name: str) -> bool:
+        """Whether every version of module ``name`` is listed (a complete inventory, or a name
+        the inventory's ``complete_for`` gives)."""
+        inv = self.data["module_inventory"]
+        return inv["coverage"] == "complete" or name in inv.get("complete_for", ())
+
     def account_ok(self, account: str) -> bool:
         acct = self.account
         if account == acct["example"] or account in self.placeholders:

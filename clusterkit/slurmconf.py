@@ -320,6 +320,8 @@ def generate(
             extra += f" DefaultTime={_slurm_time(p.raw['default_walltime'])}"
         if p.exclusive:
             extra += " OverSubscribe=EXCLUSIVE"
+        if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
+            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.threads_per_core}"
         part_lines.append(
             f"PartitionName={p.name} Nodes={ln.hostlist(1, partition_size(site, p.name, nodes))}"
             f" MaxTime={_slurm_time(p.max_walltime)}{extra}"

@@ -95,8 +95,10 @@ def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Fin
     if spec.startswith("-") or "$" in spec or spec in site.placeholders:
         return []
     mod, others = site.find_module(spec)
-    if mod is None and not others and not site.modules_complete:
-        return [_unlisted(path, line, spec, site)]
+    name = spec.split("/")[0]
+    if mod is None and not site.modules_complete and not (others and site.versions_complete(name)):
+        # a partial inventory claims every version only of the names it says it lists whole
+        return [_unlisted(path, line, spec, site, [m.full_name for m in others])]
     if mod is None:
         return [_unknown(path, line, spec, site, [m.full_name for m in others])]
     if mod.status == "removed":
@@ -109,10 +111,12 @@ def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Fin
     return []
 
 
-def _unlisted(path: Path | str, line: int, spec: str, site: Site) -> Finding:
+def _unlisted(path: Path | str, line: int, spec: str, site: Site, versions: list[str]) -> Finding:
     """A module the inventory does not claim to know (it is partial): a warning."""
     near = difflib.get_close_matches(spec.split("/")[0], sorted({m.name for m in site.modules}))
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    if versions:
+        hint = f" (it lists {', '.join(versions)})"
     return Finding(
         path,
         line,

@@ -347,3 +347,17 @@ def not_evaluable(value: str) -> str | None:
     if _ARITH.search(value):
         return "it is arithmetic the emulator does not evaluate"
     return "it is the output of a command"
+
+
+def expand_fields(words: list[str], env: dict[str, str]) -> list[str]:
+    """Expand each word, and split one whose expansion holds blanks into fields, as bash does
+    with an unquoted ``$ARGS`` (``srun ${SHARED_ARGS} prog``); the quoting of the original is
+    not known here, so a quoted expansion with blanks is split too."""
+    out: list[str] = []
+    for word in words:
+        value = expand(word, env)
+        if "$" in word and value != word and any(c.isspace() for c in value):
+            out.extend(value.split())
+        else:
+            out.append(value)
+    return out

@@ -70,7 +70,10 @@ class Shape:
         if self.exclusive:
             return node.cpus
         tpc = node.threads_per_core
-        return min(node.cpus, -(-self.tasks_per_node * self.cpus_per_task // tpc) * tpc)
+        cores = -(-self.tasks_per_node * self.cpus_per_task // tpc)
+        # a partition that hands out cores per GPU (DefCpuPerGPU) gives at least those
+        cores = max(cores, self.gpus_per_node * self.partition.raw.get("cores_per_gpu", 0))
+        return min(node.cpus, cores * tpc)
 
 
 @dataclass
@@ -116,6 +119,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         rules.gpus_per_node,
         rules.memory,
         rules.qos,
+        rules.reservation,
     ):
         rule(asked)
     return rules.findings, _shape(req, asked)
@@ -479,6 +483,19 @@ class _Rules:
             )
 
     # -- QoS
+    def reservation(self, a: _Asked) -> None:
+        """Reservations come and go with the site's operations; no profile lists them, so a
+        named one is not judged (the test clusters generated from the profiles have none)."""
+        name = self.req.get("reservation")
+        if name:
+            self.bad(
+                "reservation",
+                "reservation-unknown",
+                f"--reservation={name}: whether {self.site.title} has this reservation is not "
+                "known here; check with `scontrol show reservation` on the site",
+                level="warning",
+            )
+
     def qos(self, a: _Asked) -> None:
         name, part, site = self.req.get("qos"), a.part, self.site
         if name is None:

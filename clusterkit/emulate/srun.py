@@ -23,7 +23,7 @@ from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.report import add_step
-from clusterkit.emulate.script import expand, not_evaluable
+from clusterkit.emulate.script import expand_fields, not_evaluable
 from clusterkit.emulate.slurm import Shape
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
@@ -54,7 +54,7 @@ def step_request(
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
     dry run; ``expanded``: the shell has done it, as for the srun shim of a run)."""
-    words = words if expanded else [expand(w, env) for w in words]
+    words = words if expanded else expand_fields(words, env)
     parsed = slurm_options.parse("srun", words)
     return parsed, parsed.pop("command", [])
 
