@@ -97,6 +97,14 @@ def ml_env(session: nox.Session) -> dict[str, str]:
     return {"VIRTUAL_ENV": str(ML_ENV), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
+def pinned_requirement(name: str) -> str:
+    """``name==version`` as requirements/ml.txt pins it."""
+    for line in (ROOT / "requirements" / "ml.txt").read_text().splitlines():
+        if line.split("==")[0].strip().lower() == name:
+            return line.split("#")[0].strip()
+    raise ValueError(f"requirements/ml.txt does not pin {name}")
+
+
 def run_ml(
     session: nox.Session, env: dict[str, str], *args: str, extra_env: dict[str, str] | None = None
 ) -> None:
@@ -231,7 +239,7 @@ def stacks(session: nox.Session) -> None:
     its torch/torchvision/tensorflow-cpu versions from PyPI) the programs' tests marked ``stack``
     run in ``.nox/_stack-<hash of the package list>``, shared by stacks with the same packages
     and rebuilt only when the list changes. ``-- --only site/name`` checks one stack."""
-    session.install("-e", ".")
+    session.install("-e", ".", pinned_requirement("uv"))  # uv builds the environments
     session.run("python", "-m", "clusterkit.stack_ci", *session.posargs)
 
 

@@ -150,8 +150,10 @@ class PageContext:
     def historical(self, line: int) -> bool:
         return any(m.start <= line <= m.end for m in self.markers)
 
-    def include_above(self, line: int) -> Include | None:
-        above = [i for i in self.includes if i.line < line]
+    def include_above(self, line: int, since: int = 0) -> Include | None:
+        """The last script or shell block above ``line`` (and below the line ``since``, the
+        heading of the span's section: a script of another section speaks of other things)."""
+        above = [i for i in self.includes if since < i.line < line]
         return above[-1] if above else None
 
 
@@ -258,9 +260,14 @@ def _stale(ctx: PageContext, span: prose.Span) -> list[Finding]:
     return deprecations.lint_lines(ctx.rel, [(span.line, span.code)], "text")
 
 
+_SCHEDULER_OF = {t: "slurm" for t in ("sbatch", "srun", "salloc")} | {
+    t: "lsf" for t in ("bsub", "jsrun")
+}
+
+
 def _any_site_for(tool: str) -> Site | None:
     """A site whose scheduler has ``tool``, for judging a site-less span's grammar."""
-    want = {"jsrun": "lsf", "bsub": "lsf"}.get(tool, "slurm")
+    want = _SCHEDULER_OF.get(tool, "slurm")
     return next((s for s in all_sites() if s.scheduler == want), None)
 
 
@@ -273,7 +280,7 @@ def _name_only(span: prose.Span) -> bool:
 
 def judge_option(ctx: PageContext, span: prose.Span) -> SpanResult:
     site = ctx.site(span)
-    include = ctx.include_above(span.line)
+    include = ctx.include_above(span.line, span.paragraph.section_line)
     if include is not None and include.site is not None:
         if site is None:
             site = include.site
@@ -367,10 +374,10 @@ def _tools_setting(include: Include | None, words: list[str]) -> list[str]:
 FALLBACK_TOOLS = (
     "sbatch",
     "srun",
-    "torchrun",
-    "apptainer",
     "bsub",
     "jsrun",
+    "torchrun",
+    "apptainer",
     "train_resnet.py",
     "train_resnet_keras.py",
     "reframe",
@@ -407,27 +414,26 @@ _VALUE_RULE = re.compile(r"(^|-)value$|^option-value$")
 
 
 def _knows(tool, options, site, ctx, include, name_only=False) -> bool:
-    if not name_only:
-        found = _grammar(tool, options, site, ctx, include)
-        return not [
-            f
-            for f in found
-            if f.level == "error" and (f.rule in GRAMMAR_RULES or _VALUE_RULE.search(f.rule))
-        ]
-    for form in (options, [*options, "1"]):
-        found = _grammar(tool, form, site, ctx, include)
-        bad = [
-            f
-            for f in found
-            if f.level == "error" and (f.rule in GRAMMAR_RULES or _VALUE_RULE.search(f.rule))
-        ]
-        if not bad:
-            return True
-    return False
+    """Whether ``tool`` takes ``options`` on ``site`` (a tool of another scheduler does not:
+    its options are not what a sentence on this site's page speaks of)."""
+    forms = [options, [*options, "1"]] if name_only else [options]
+    return any(not _refusals(_grammar(tool, form, site, ctx, include)) for form in forms)
+
+
+def _refusals(found: list[Finding]) -> list[Finding]:
+    return [
+        f
+        for f in found
+        if f.level == "error"
+        and (f.rule in GRAMMAR_RULES or f.rule == "scheduler-mismatch" or _VALUE_RULE.search(f.rule))
+    ]
 
 
 def _grammar(tool: str, options: list[str], site: Site, ctx, include) -> list[Finding]:
     """The findings of ``options`` given to ``tool`` with nothing else around them."""
+    scheduler = _SCHEDULER_OF.get(tool)
+    if scheduler and scheduler != site.scheduler:
+        return [Finding("<span>", 1, "scheduler-mismatch", f"{tool} is not {site.title}'s")]
     if tool == "sbatch":
         return emulation.slurm_job("<span>", site, options, text="#!/bin/bash\ntrue\n").findings
     if tool in {"srun", "salloc"}:
@@ -539,7 +545,7 @@ def _slurm_change(ctx, span, changes, site, include, tool=None) -> list[Finding]
         if opts:
             text = _insert_options(text, name, opts)
     report = emulation.slurm_job(path, site, argv, text=text)
-    return report.findings + _step_layout(path, report)
+    return report.findings
 
 
 def _tool_of(ctx, span, site, include) -> str | None:
@@ -575,26 +581,3 @@ def _insert_options(text: str, launcher: str, options: list[str]) -> str:
         out += text[pos:at] + added_here
         pos = at
     return out + text[pos:]
-
-
-def _step_layout(path: Path, report) -> list[Finding]:
-    """A step that needs more nodes than the job holds (``--ntasks`` over
-    ``--ntasks-per-node``)."""
-    nodes = len(report.plan.get("nodes", []))
-    out = []
-    for step in report.plan.get("steps", []):
-        ntasks, tpn = step.get("ntasks"), step.get("tasks_per_node")
-        if not (nodes and ntasks and tpn):
-            continue
-        need = math.ceil(ntasks / tpn)
-        if need > nodes:
-            out.append(
-                Finding(
-                    path,
-                    step.get("line", 0),
-                    "step-layout",
-                    f"srun: error: {ntasks} tasks at {tpn} per node need {need} nodes; "
-                    f"the job holds {nodes}",
-                )
-            )
-    return out

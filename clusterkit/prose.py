@@ -93,6 +93,7 @@ class Paragraph:
     mentions: list[Mention] = field(default_factory=list)
     heading_tools: tuple[str, ...] = ()  # tools the section's heading names
     table_row: bool = False
+    section_line: int = 0  # the line of the heading the paragraph is under (0: none)
 
     def line_at(self, offset: int) -> int:
         line = self.first_line
@@ -153,11 +154,13 @@ def paragraphs(page: P.Page) -> list[Paragraph]:
     out: list[Paragraph] = []
     cur: list[tuple[int, str]] = []
     heading: tuple[str, ...] = ()
+    section_line = 0
 
     def flush() -> None:
         if cur:
             para = _paragraph(cur, tabs)
             para.heading_tools = heading
+            para.section_line = section_line
             para.table_row = cur[0][1].lstrip().startswith("|")
             out.append(para)
             cur.clear()
@@ -166,6 +169,7 @@ def paragraphs(page: P.Page) -> list[Paragraph]:
         raw = lines[n - 1]
         if n not in code and re.match(r"^#{1,6}\s", raw):
             heading = tuple(m["tool"] for m in _TOOL_WORD.finditer(raw))
+            section_line = n
         if n in code or not raw.strip() or _STRUCTURE.match(raw):
             flush()
             continue

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,12 +76,21 @@ class Environment:
         )
 
     def build(self) -> str:
-        """Make the environment; '' on success, else the end of pip's complaint."""
+        """Make the environment; '' on success, else the end of the installer's complaint.
+        uv when it is installed (it fetches in parallel and links files from its cache, so
+        stacks that share the CUDA wheels of PyPI's torch store them once), else pip."""
         shutil.rmtree(self.path, ignore_errors=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(self.path)],
-            [str(self.python), "-m", "pip", "install", "--quiet", *self.packages],
-        ]
+        uv = _uv()
+        if uv:
+            steps = [
+                [uv, "venv", "--quiet", "--python", sys.executable, str(self.path)],
+                [uv, "pip", "install", "--quiet", "--python", str(self.python), *self.packages],
+            ]
+        else:
+            steps = [
+                [sys.executable, "-m", "venv", str(self.path)],
+                [str(self.python), "-m", "pip", "install", "--quiet", *self.packages],
+            ]
         for cmd in steps:
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode:
@@ -102,6 +112,14 @@ class Environment:
         )
         out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True)
         return dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+
+
+def _uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return shutil.which("uv")
+    return find_uv_bin()
 
 
 def pinned(requirements: Path = SHARED_REQUIREMENTS) -> set[str]:
@@ -274,15 +292,28 @@ class StackReport:
         self.lines.append(f"  {label + ':':13} {text}")
 
 
+def environment_needed(
+    stack: Stack, programs: list[Path] | None, envs_dir: Path = ENVS_DIR
+) -> Environment | None:
+    """The environment :func:`check_stack` will test the stack in, if it tests it at all."""
+    route = S.ci_route(stack)
+    usable = [p for p in programs or [] if not S.unsupported(p, stack)]
+    if not (route.runs and usable) or covered_by_tests_session(route):
+        return None
+    return Environment.for_route(route, envs_dir)
+
+
 def check_stack(
     stack: Stack,
     programs: list[Path] | None,
     envs_dir: Path = ENVS_DIR,
     select: str | None = None,
+    built: Future | None = None,
 ) -> StackReport:
     """Build or reuse the stack's environment and run its programs' tests there. ``programs``:
     those of the pages that name the stack (None: no page names it); ``select``: pytest's
-    ``-k``, to run fewer tests."""
+    ``-k``, to run fewer tests; ``built``: a build of its environment already under way
+    (its result: (problem, seconds))."""
     report = StackReport(stack)
     named = programs is not None
     programs = programs or []
@@ -317,12 +348,10 @@ def check_stack(
         return report
     env = Environment.for_route(route, envs_dir)
     report.say("packages", " ".join(route.packages) + " (and pytest, pillow, clusterkit's needs)")
-    if env.ready:
+    if built is None and env.ready:
         report.say("environment", f"{_rel(env.path)} (reused)")
     else:
-        began = time.perf_counter()
-        problem = env.build()
-        took = time.perf_counter() - began
+        problem, took = built.result() if built else timed_build(env)
         if problem:
             report.status = "fail"
             report.say("environment", f"{_rel(env.path)}: pip could not install the packages")
@@ -358,6 +387,21 @@ def check_stack(
     return report
 
 
+def timed_build(env: Environment) -> tuple[str, float]:
+    began = time.perf_counter()
+    return env.build(), time.perf_counter() - began
+
+
+def start_builds(pool: ThreadPoolExecutor, envs: list[Environment]) -> dict[Path, Future]:
+    """Build, one after another in the background, the environments not yet ready, so that
+    fetching the next stack's wheels overlaps the tests of the one before."""
+    builds: dict[Path, Future] = {}
+    for env in envs:
+        if env.path not in builds and not env.ready:
+            builds[env.path] = pool.submit(timed_build, env)
+    return builds
+
+
 # --------------------------------------------------------------------------- all stacks
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -373,14 +417,19 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(map(str, findings)))
         return 1
     programs = stack_pages.programs_by_stack()
+    chosen = [(k, s) for k, s in sorted(stacks.items()) if not args.only or k in args.only]
+    needed = {k: environment_needed(s, programs.get(k)) for k, s in chosen}
     reports = []
-    for key, stack in sorted(stacks.items()):
-        if args.only and key not in args.only:
-            continue
-        print(f"stack {key}", flush=True)
-        report = check_stack(stack, programs.get(key))
-        print("\n".join(report.lines), flush=True)
-        reports.append(report)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        builds = start_builds(pool, [e for e in needed.values() if e])
+        for key, stack in chosen:
+            print(f"stack {key}", flush=True)
+            env = needed[key]
+            # the first stack to use an environment waits for its build; the others reuse it
+            built = builds.pop(env.path, None) if env else None
+            report = check_stack(stack, programs.get(key), built=built)
+            print("\n".join(report.lines), flush=True)
+            reports.append(report)
     if not args.only:
         used = {
             Environment.for_route(S.ci_route(s)).path for s in stacks.values() if S.ci_route(s).runs

@@ -39,7 +39,8 @@ MISTAKES = [
         "docs/howto/archer2/pytorch-gpu.md",
         "change the `srun` line to `--ntasks=8 --ntasks-per-node=4`",
         "change the `srun` line to `--ntasks=9 --ntasks-per-node=4`",
-        {"step-layout"},
+        # srun ignores --ntasks-per-node (a warning) and puts 5 ranks of 8 cores on a node
+        {"step-cpus"},
     ),
     (
         "docs/howto/bede/pytorch-ddp-one-node.md",
