@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -420,12 +419,14 @@ def _knows(tool, options, site, ctx, include, name_only=False) -> bool:
     return any(not _refusals(_grammar(tool, form, site, ctx, include)) for form in forms)
 
 
+REFUSING_RULES = GRAMMAR_RULES | {"scheduler-mismatch"}
+
+
 def _refusals(found: list[Finding]) -> list[Finding]:
     return [
         f
         for f in found
-        if f.level == "error"
-        and (f.rule in GRAMMAR_RULES or f.rule == "scheduler-mismatch" or _VALUE_RULE.search(f.rule))
+        if f.level == "error" and (f.rule in REFUSING_RULES or _VALUE_RULE.search(f.rule))
     ]
 
 
