@@ -156,6 +156,10 @@ def tests(session: nox.Session) -> None:
         "--ignore=tests/slurm",
         "--ignore=tests/browser",
         "--ignore=tests/horovod",  # needs a Horovod build: docs/howto/horovod.md
+        "-n",
+        "auto",  # one worker per core; tests that run job scripts share one (tests/conftest.py)
+        "--dist",
+        "loadgroup",
         "-v",
         "--durations=15",
         *session.posargs,

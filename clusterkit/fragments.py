@@ -246,7 +246,20 @@ def bind(spec: dict) -> str | None:
 
 def bind_all(specs: list[dict]) -> list[str | None]:
     """:func:`bind` for each spec, in a process of its own: importing the frameworks the calls
-    belong to (TensorFlow through TensorBoard, torch) must not change the test process."""
+    belong to (TensorFlow through TensorBoard, torch) must not change the test process. A spec
+    bound once is not bound again (the answer depends only on the spec and the installed
+    frameworks)."""
+    keys = [json.dumps(s, sort_keys=True) for s in specs]
+    todo = [s for s, k in zip(specs, keys, strict=True) if k not in _BOUND]
+    for spec, answer in zip(todo, _bind_elsewhere(todo), strict=True):
+        _BOUND[json.dumps(spec, sort_keys=True)] = answer
+    return [_BOUND[k] for k in keys]
+
+
+_BOUND: dict[str, str | None] = {}
+
+
+def _bind_elsewhere(specs: list[dict]) -> list[str | None]:
     if not specs:
         return []
     env = dict(

@@ -44,7 +44,16 @@ def pytest_report_header(config):
     return None
 
 
+# The job scripts set fixed ports, as users copy them (MASTER_PORT=29500): under pytest-xdist
+# (nox runs the tests with --dist loadgroup) the tests that run them share one worker, so that
+# no two of them listen on one port at once.
+FIXED_PORT_FILES = {"test_examples_run.py", "test_examples_bede.py", "test_emulate_refusals.py"}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in FIXED_PORT_FILES:
+            item.add_marker(pytest.mark.xdist_group("fixed-ports"))
     if not STACK:
         return
     keep = [item for item in items if item.get_closest_marker("stack")]
