@@ -139,12 +139,17 @@ def check(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", tags=["ci"])
 def tests(session: nox.Session) -> None:
-    """Pages (Sybil), unit tests, emulated job scripts and tiny training runs."""
+    """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
+    measures the lines it runs of the programs in examples/ (coverage.py, started by
+    COVERAGE_PROCESS_START); a full run writes the coverage page and fails on a line that ran
+    nowhere without a reason in tests/coverage-reasons.yaml."""
     apt_install(session, "lmod", "shellcheck")
     env = ml_env(session)
     cov = BUILD / "coverage" / "blocks.jsonl"
     cov.parent.mkdir(parents=True, exist_ok=True)
     cov.unlink(missing_ok=True)
+    lines = BUILD / "coverage" / "lines"
+    run_ml(session, env, "python", "-m", "clusterkit.program_lines", "start", str(lines))
     run_ml(
         session,
         env,
@@ -163,7 +168,11 @@ def tests(session: nox.Session) -> None:
         "-v",
         "--durations=15",
         *session.posargs,
-        extra_env={"CLUSTERKIT_COVERAGE_LOG": str(cov), "CLUSTERKIT_REQUIRE_REFRAME": "1"},
+        extra_env={
+            "CLUSTERKIT_COVERAGE_LOG": str(cov),
+            "CLUSTERKIT_REQUIRE_REFRAME": "1",
+            "COVERAGE_PROCESS_START": str(lines / "coveragerc"),
+        },
     )
     if not session.posargs:  # a partial run cannot judge the coverage of every page
         logs = [str(cov)]
@@ -177,6 +186,8 @@ def tests(session: nox.Session) -> None:
             "-m",
             "clusterkit.lint.coverage",
             *(arg for log in logs for arg in ("--log", log)),
+            "--lines",
+            str(lines),
             "--write",
             str(ROOT / "docs" / "project" / "test-coverage.md"),
             "--check",

@@ -29,6 +29,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterkit import program_lines as PL
+from clusterkit.lint import line_reasons as LR
 from clusterkit.lint import pages as P
 from clusterkit.profiles import ROOT
 
@@ -311,7 +313,10 @@ def _cell(text: str) -> str:
 
 
 def render(
-    rows: list[Row], examples: list[Path] | None = None, inline: list[InlineRow] | None = None
+    rows: list[Row],
+    examples: list[Path] | None = None,
+    inline: list[InlineRow] | None = None,
+    programs: LineReport | None = None,
 ) -> str:
     counts: Counter = Counter()
     for row in rows:
@@ -349,6 +354,8 @@ def render(
         for how, meaning in {**INLINE_HOWS, "untested": "not judged, no reason"}.items():
             if icounts.get(how):
                 lines.append(f"| {how} | {_cell(meaning)} | {icounts[how]} |")
+    if programs is not None:
+        lines += program_lines_section(programs)
     by_page: dict[str, list[Row]] = {}
     for row in rows:
         by_page.setdefault(row.page, []).append(row)
@@ -390,6 +397,66 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class LineReport:
+    """Line coverage of the example programs, and the runs of lines that did not run."""
+
+    measurement: PL.Measurement
+    runs: list[LR.Run]
+
+
+def line_report(data_dir: Path, reasons: Path = LR.REASONS) -> tuple[LineReport, list[str]]:
+    """Measure the programs from the data in data_dir; the report and its problems."""
+    measurement = PL.measure(data_dir)
+    entries, findings = LR.load(reasons)
+    findings += LR.check(measurement, entries, reasons)
+    problems = [str(f) for f in findings] + [f"[copy-differs] {p}" for p in measurement.problems]
+    if measurement.data_files == 0:
+        problems.append(
+            f"{data_dir}: [lines-unmeasured] no coverage data: was "
+            "COVERAGE_PROCESS_START set, and coverage.py 7.10+ installed?"
+        )
+    return LineReport(measurement, LR.runs(measurement, entries)), problems
+
+
+def program_lines_section(report: LineReport) -> list[str]:
+    lines = [
+        "",
+        "## Example programs, line by line",
+        "",
+        "Every Python program under examples/, measured by coverage.py in each process the "
+        "tests start: pytest itself, the programs, torchrun's workers, the ranks of the "
+        "emulated srun and of mpirun, TensorFlow's workers and Horovod's ranks. Each line "
+        "that ran in none of them gives its reason from tests/coverage-reasons.yaml; CI fails "
+        f"on a line with no reason, on a reason whose lines all ran, and on a program below "
+        f"{LR.MIN_PERCENT:.0f} % of its statements.",
+        "",
+        "| program | statements | ran | % | processes |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for p in report.measurement.programs:
+        lines.append(
+            f"| {_cell(p.rel)} | {len(p.statements)} | {p.covered} | {p.percent:.1f} | "
+            f"{p.processes} |"
+        )
+    for p in report.measurement.programs:
+        mine = [r for r in report.runs if r.program is p]
+        if not mine:
+            continue
+        lines += [
+            "",
+            f"### {_cell(p.rel)}",
+            "",
+            "| lines | in | starting with | why it does not run here |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in mine:
+            span = str(r.first) if r.first == r.last else f"{r.first}-{r.last}"
+            why = r.reason.reason if r.reason else "no reason given"
+            lines.append(f"| {span} | {_cell(r.function)} | {_cell(r.source)} | {_cell(why)} |")
+    return lines
+
+
 def _inline_summary(rows: list[InlineRow]) -> list[str]:
     if not rows:
         return []
@@ -412,6 +479,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 on any problem")
     ap.add_argument("--static", action="store_true", help="predict routes; no log needed")
     ap.add_argument("--docs", type=Path, default=ROOT / "docs")
+    ap.add_argument(
+        "--lines",
+        type=Path,
+        metavar="DIR",
+        help="coverage.py data of the example programs (clusterkit.program_lines): add their "
+        "line coverage to the page and check it against tests/coverage-reasons.yaml",
+    )
     args = ap.parse_args(argv)
     if not args.static and not args.log:
         ap.error("give --log FILE (the page tests' results) or --static")
@@ -426,12 +500,14 @@ def main(argv: list[str] | None = None) -> int:
         rows, orphans = match(all_blocks(args.docs), records)
         inline = inline_rows(args.docs)
         orphans += match_inline(inline, [r for r in records if r.get("kind") == "inline"])
+    programs, line_problems = line_report(args.lines) if args.lines else (None, [])
     if args.write:
         if args.static:
             ap.error("--write needs the recorded results (--log), not --static")
         args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(render(rows, P.example_files(), inline), encoding="utf-8")
-    bad = problems(rows, static=args.static) + inline_problems(inline)
+        page = render(rows, P.example_files(), inline, programs)
+        args.write.write_text(page, encoding="utf-8")
+    bad = problems(rows, static=args.static) + inline_problems(inline) + line_problems
     for r in orphans:
         print(
             f"{r.get('page')}:{r.get('line')}: warning: [record-orphan] a result for no block "
@@ -443,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     tested = sum(1 for r in rows if r.records)
     mode = "routed" if args.static else "tested or skipped with a reason"
     print(f"coverage: {tested} of {len(rows)} code blocks {mode}; {len(bad)} problem(s)")
+    if programs is not None:
+        for p in programs.measurement.programs:
+            print(f"  {p.rel}: {p.covered} of {len(p.statements)} lines ran ({p.percent:.1f} %)")
     return 1 if (bad and (args.check or args.static)) else 0
 
 

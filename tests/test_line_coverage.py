@@ -1,0 +1,230 @@
+"""Line coverage of the example programs: measured in spawned processes, copies counted for
+their program, and every unrun line either listed in the reasons file or reported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clusterkit import program_lines as PL
+from clusterkit.lint import coverage as COV
+from clusterkit.lint import line_reasons as LR
+from clusterkit.profiles import ROOT
+
+PROGRAM = textwrap.dedent("""\
+    import sys
+
+
+    def main(gpu):
+        if gpu:
+            print("cuda")
+            print("more cuda")
+        else:
+            print("cpu")
+        try:
+            return 0
+        except OSError:
+            return 1
+
+
+    class Flag:
+        def raised(self):
+            return False
+
+
+    if __name__ == "__main__":
+        sys.exit(main("--gpu" in sys.argv))
+    """)
+# statement lines of PROGRAM
+IMPORT, DEF_MAIN, IF, CUDA1, CUDA2, CPU, TRY, RET0, EXCEPT, RET1 = 1, 4, 5, 6, 7, 9, 10, 11, 12, 13
+CLASS, DEF_RAISED, RET_FALSE, MAIN_IF, EXIT = 16, 17, 18, 21, 22
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    (tmp_path / "examples" / "demo").mkdir(parents=True)
+    (tmp_path / "examples" / "demo" / "prog.py").write_text(PROGRAM)
+    return tmp_path
+
+
+def program(tree: Path) -> Path:
+    return tree / "examples" / "demo" / "prog.py"
+
+
+def save(data_dir: Path, measured: str, lines: list[int], suffix: str) -> None:
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(data_dir / PL.DATA_NAME), suffix=suffix)
+    data.add_lines({measured: lines})
+    data.write()
+
+
+def measure(tree: Path, data_dir: Path) -> PL.Measurement:
+    return PL.measure(data_dir, [program(tree)], root=tree)
+
+
+def reasons(tree: Path, text: str) -> tuple[list[LR.Reason], list]:
+    path = tree / "tests" / "coverage-reasons.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return LR.load(path, root=tree)
+
+
+def test_spawned_processes_are_measured_and_copies_count_for_their_program(tree, tmp_path):
+    """What the tests session does: COVERAGE_PROCESS_START reaches a child process (here a
+    copy of the program in another directory, as the job-script tests make), and coverage.py's
+    start-up hook measures it with no change to the command."""
+    data_dir = tmp_path / "data"
+    config = PL.start(data_dir, [program(tree)])
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "prog.py").write_text(PROGRAM)
+    env = dict(os.environ, COVERAGE_PROCESS_START=str(config))
+    for argv in ([], ["--gpu"]):
+        r = subprocess.run(
+            [sys.executable, "prog.py", *argv], cwd=job, env=env, capture_output=True, text=True
+        )
+        assert r.returncode == 0 and r.stderr == "", r.stderr  # no warnings from coverage
+    (measured,) = measure(tree, data_dir).programs
+    assert measured.processes == 2
+    assert measured.missing == [EXCEPT, RET1, RET_FALSE]
+    assert measured.covered == len(measured.statements) - 3
+
+
+def test_a_process_that_runs_no_program_records_nothing_and_says_nothing(tmp_path):
+    from coverage import CoverageData
+
+    config = PL.start(tmp_path / "data", [tmp_path / "prog.py"])
+    env = dict(os.environ, COVERAGE_PROCESS_START=str(config))
+    r = subprocess.run([sys.executable, "-c", "print(1)"], env=env, capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "1\n", "")
+    for path in (tmp_path / "data").glob(".coverage.*"):
+        data = CoverageData(basename=str(path))
+        data.read()
+        assert not data.measured_files()
+
+
+def test_a_copy_that_differs_from_the_program_is_left_out(tree, tmp_path):
+    save(tmp_path, str(program(tree)), [IMPORT, DEF_MAIN], "a")
+    save(tmp_path, "/elsewhere/prog.py", [2, 3], "b")  # blank lines of the original
+    m = measure(tree, tmp_path)
+    assert m.programs[0].processes == 1
+    assert len(m.problems) == 1 and "the copy differs from the program" in m.problems[0]
+
+
+def test_anchors_cover_a_statement_and_its_body_not_its_other_branches(tree):
+    found, findings = reasons(
+        tree,
+        """\
+        examples/demo/prog.py:
+          - function: main
+            code: "if gpu:"
+            reason: needs a GPU, which CI has not
+          - function: main
+            code: "except OSError"
+            reason: a failure CI cannot cause
+          - function: Flag.raised
+            code: return False
+            reason: nothing calls it here
+        """,
+    )
+    assert findings == []
+    spans = [(r.function, r.first, r.last) for r in found]
+    assert spans == [("main", IF, CUDA2), ("main", EXCEPT, RET1), ("Flag.raised", 18, 18)]
+
+
+def test_through_extends_an_entry_to_a_later_statement(tree):
+    (found,), findings = reasons(
+        tree,
+        """\
+        examples/demo/prog.py:
+          - {function: main, code: print("cuda"), through: print("cpu"), reason: several lines}
+        """,
+    )
+    assert findings == [] and (found.first, found.last) == (CUDA1, CPU)
+
+
+@pytest.mark.parametrize(
+    ("entry", "rule", "says"),
+    [
+        ("{function: nowhere, code: x, reason: a reason here}", "reason-anchor", "no function"),
+        ("{function: main, code: absent(, reason: a reason here}", "reason-anchor", "no statement"),
+        ("{function: main, code: print(, reason: a reason here}", "reason-anchor", "3 statements"),
+        ("{function: main, code: 'if gpu:', reason: GPU}", "reasons-format", "says nothing"),
+        ("{function: main, code: 'if gpu:'}", "reasons-format", "needs function, code and"),
+        ("{function: main, code: 'if', reason: xxxxxxxxx, line: 3}", "reasons-format", "unknown"),
+    ],
+)
+def test_bad_entries_are_findings_with_the_line(tree, entry, rule, says):
+    _, findings = reasons(tree, f"examples/demo/prog.py:\n  - {entry}\n")
+    assert findings and findings[-1].rule == rule and says in findings[-1].message
+    assert findings[-1].line == 2 and Path(findings[-1].path).name == "coverage-reasons.yaml"
+
+
+def test_an_unknown_program_is_a_finding(tree):
+    _, (finding,) = reasons(tree, "examples/demo/gone.py:\n  - {}\n")
+    assert finding.rule == "reasons-format" and finding.line == 1
+
+
+def test_unrun_lines_without_a_reason_and_reasons_for_lines_that_ran(tree, tmp_path):
+    ran = [IMPORT, DEF_MAIN, IF, CPU, TRY, RET0, CLASS, DEF_RAISED, MAIN_IF, EXIT]
+    save(tmp_path, str(program(tree)), ran, "a")
+    found, findings = reasons(
+        tree,
+        """\
+        examples/demo/prog.py:
+          - {function: main, code: "if gpu:", reason: "needs a GPU, which CI has not"}
+          - {function: main, code: "return 0", reason: "stale; this line ran"}
+        """,
+    )
+    assert findings == []
+    m = measure(tree, tmp_path)
+    findings = LR.check(m, found, tree / "tests" / "coverage-reasons.yaml")
+    by_rule = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, []).append(f)
+    # the GPU lines have their reason; the except branch and Flag.raised have none
+    assert [(f.line, f.message.split(" (")[0]) for f in by_rule["line-uncovered"]] == [
+        (EXCEPT, f"lines {EXCEPT}-{RET1}"),
+        (RET_FALSE, f"line {RET_FALSE}"),
+    ]
+    assert "Flag.raised" in by_rule["line-uncovered"][1].message
+    (stale,) = by_rule["reason-stale"]
+    assert stale.line == 3 and "'return 0'" in stale.message
+    (low,) = by_rule["coverage-low"]
+    assert "10 of 15 statements ran" in low.message
+
+
+def test_the_page_lists_each_program_and_its_unrun_lines_with_reasons(tree, tmp_path):
+    save(tmp_path, str(program(tree)), [IMPORT, DEF_MAIN, IF, CPU, TRY, RET0], "a")
+    found, _ = reasons(
+        tree,
+        """\
+        examples/demo/prog.py:
+          - {function: main, code: "if gpu:", reason: "needs a GPU, which CI has not"}
+        """,
+    )
+    m = measure(tree, tmp_path)
+    text = "\n".join(COV.program_lines_section(COV.LineReport(m, LR.runs(m, found))))
+    assert "| examples/demo/prog.py | 15 | 6 | 40.0 | 1 |" in text.replace("\\_", "_")
+    assert f'| {CUDA1}-{CUDA2} | main | print("cuda") | needs a GPU, which CI has not |' in text
+    assert (
+        f"| {DEF_RAISED}-{RET_FALSE} | Flag.raised | def raised(self): | no reason given |" in text
+    )
+
+
+def test_the_reasons_file_of_this_repository_resolves():
+    """Every anchor of tests/coverage-reasons.yaml names one statement of its program."""
+    _, findings = LR.load()
+    assert findings == [], "\n".join(map(str, findings))
+
+
+def test_example_programs_have_distinct_names():
+    names = [p.name for p in PL.programs()]
+    assert names and len(names) == len(set(names))
+    assert all(p.is_relative_to(ROOT / "examples") for p in PL.programs())
