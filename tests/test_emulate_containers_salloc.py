@@ -82,3 +82,19 @@ def test_the_shim_runs_the_command_directly(emulated_env):
     )
     assert r.returncode == 0 and r.stdout.strip() == "inside"
     assert "no container runtime here" in r.stderr
+
+
+def test_a_failed_task_ends_the_steps_other_tasks(emulated_env):
+    """A rank that fails at start-up (a port in use, say) must not leave its peers waiting for
+    it until the time limit: the emulated srun ends them, as srun --kill-on-bad-exit does."""
+    env = dict(emulated_env, CLUSTERKIT_SITE="bede")
+    task = 'if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; sleep 600'
+    r = subprocess.run(
+        [*"salloc -A bdXXXYY -p gpu -N1 --gres=gpu:2 srun -n 2 bash -c".split(), task],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 3, r.stderr
+    assert "task 1 exited with status 3: ending the step's other tasks" in r.stderr

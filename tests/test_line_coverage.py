@@ -200,6 +200,20 @@ def test_unrun_lines_without_a_reason_and_reasons_for_lines_that_ran(tree, tmp_p
     assert "10 of 15 statements ran" in low.message
 
 
+def test_a_program_with_a_floor_warns_of_unrun_lines_and_fails_below_it(
+    tree, tmp_path, monkeypatch
+):
+    save(tmp_path, str(program(tree)), [IMPORT, DEF_MAIN, IF, CPU, TRY, RET0], "a")
+    m = measure(tree, tmp_path)  # 6 of 15 statements: 40 %
+    monkeypatch.setattr(LR, "FLOORS", {"examples/demo/prog.py": 40.0})
+    findings = LR.check(m, [], tree / "tests" / "coverage-reasons.yaml")
+    assert findings and {f.rule for f in findings} == {"line-uncovered"}
+    assert {f.level for f in findings} == {"warning"}
+    monkeypatch.setattr(LR, "FLOORS", {"examples/demo/prog.py": 41.0})
+    (low,) = [f for f in LR.check(m, [], tree) if f.rule == "coverage-low"]
+    assert low.level == "error" and "below 41 %" in low.message
+
+
 def test_the_page_lists_each_program_and_its_unrun_lines_with_reasons(tree, tmp_path):
     save(tmp_path, str(program(tree)), [IMPORT, DEF_MAIN, IF, CPU, TRY, RET0], "a")
     found, _ = reasons(
@@ -211,7 +225,7 @@ def test_the_page_lists_each_program_and_its_unrun_lines_with_reasons(tree, tmp_
     )
     m = measure(tree, tmp_path)
     text = "\n".join(COV.program_lines_section(COV.LineReport(m, LR.runs(m, found))))
-    assert "| examples/demo/prog.py | 15 | 6 | 40.0 | 1 |" in text.replace("\\_", "_")
+    assert "| examples/demo/prog.py | 15 | 6 | 40.0 | 95 | 1 |" in text.replace("\\_", "_")
     assert f'| {CUDA1}-{CUDA2} | main | print("cuda") | needs a GPU, which CI has not |' in text
     assert (
         f"| {DEF_RAISED}-{RET_FALSE} | Flag.raised | def raised(self): | no reason given |" in text

@@ -34,6 +34,7 @@ from clusterkit.emulate.runtime import (
     scaled,
     shell_env,
     wait_forwarding,
+    wait_tasks,
 )
 from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import read_script
@@ -301,7 +302,7 @@ def _wait_all(procs: list[subprocess.Popen]) -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)}
     try:
-        codes = [pr.wait() for pr in procs]
+        codes = wait_tasks(procs, "srun")
         for pr in procs:
             t = getattr(pr, "_pump", None)
             if t:

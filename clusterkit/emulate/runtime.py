@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from clusterkit.emulate import shimdir
@@ -144,7 +145,7 @@ def run_ranks(command: list[str], envs: list[dict[str, str]], prefixes: list[str
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)}
     try:
-        codes = [p.wait() for p in procs]
+        codes = wait_tasks(procs, command[0])
         for t in pumps:
             t.join(timeout=5)
     finally:
@@ -152,3 +153,32 @@ def run_ranks(command: list[str], envs: list[dict[str, str]], prefixes: list[str
             signal.signal(s, h)
     failed = [c for c in codes if c]
     return max(failed, key=abs) if failed else 0
+
+
+def wait_tasks(procs: list[subprocess.Popen], launcher: str, grace: float = 10.0) -> list[int]:
+    """Wait for a step's tasks. When one fails, the others are ended (TERM, then KILL after
+    ``grace`` seconds), as ``srun --kill-on-bad-exit`` would: a rank whose peer never came
+    would otherwise wait for it until the job's time limit."""
+    ended_at, ended, first_bad = None, set(), 0
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            # the tasks ended here report the failure that ended them
+            return [first_bad if i in ended else c for i, c in enumerate(codes)]
+        bad = [i for i, c in enumerate(codes) if c]
+        if bad and ended_at is None:
+            ended_at, first_bad = time.monotonic(), codes[bad[0]]
+            ended = {i for i, c in enumerate(codes) if c is None}
+            note(
+                Path(launcher).name,
+                f"task {bad[0]} exited with status {codes[bad[0]]}: ending the step's other "
+                "tasks (a rank left without its peers would wait until the time limit)",
+            )
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+        elif ended_at is not None and time.monotonic() - ended_at > grace:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(0.1)

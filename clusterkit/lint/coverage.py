@@ -410,7 +410,8 @@ def line_report(data_dir: Path, reasons: Path = LR.REASONS) -> tuple[LineReport,
     measurement = PL.measure(data_dir)
     entries, findings = LR.load(reasons)
     findings += LR.check(measurement, entries, reasons)
-    problems = [str(f) for f in findings] + [f"[copy-differs] {p}" for p in measurement.problems]
+    problems = [str(f) for f in findings if f.level == "error"]
+    problems += [f"[copy-differs] {p}" for p in measurement.problems]
     if measurement.data_files == 0:
         problems.append(
             f"{data_dir}: [lines-unmeasured] no coverage data: was "
@@ -429,15 +430,18 @@ def program_lines_section(report: LineReport) -> list[str]:
         "emulated srun and of mpirun, TensorFlow's workers and Horovod's ranks. Each line "
         "that ran in none of them gives its reason from tests/coverage-reasons.yaml; CI fails "
         f"on a line with no reason, on a reason whose lines all ran, and on a program below "
-        f"{LR.MIN_PERCENT:.0f} % of its statements.",
+        f"{LR.MIN_PERCENT:.0f} % of its statements, except for the programs whose reasons are "
+        "not all written yet: these may not fall below the floor given here, and their lines "
+        "without a reason are listed as such.",
         "",
-        "| program | statements | ran | % | processes |",
-        "| --- | --- | --- | --- | --- |",
+        "| program | statements | ran | % | floor % | processes |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for p in report.measurement.programs:
+        floor = LR.FLOORS.get(p.rel, LR.MIN_PERCENT)
         lines.append(
             f"| {_cell(p.rel)} | {len(p.statements)} | {p.covered} | {p.percent:.1f} | "
-            f"{p.processes} |"
+            f"{floor:.0f} | {p.processes} |"
         )
     for p in report.measurement.programs:
         mine = [r for r in report.runs if r.program is p]

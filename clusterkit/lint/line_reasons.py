@@ -32,6 +32,18 @@ from clusterkit.program_lines import Measurement, ProgramLines, missing_runs
 
 REASONS = ROOT / "tests" / "coverage-reasons.yaml"
 MIN_PERCENT = 95.0
+# Until every unrun line of a program has its reason, the program may not fall below the
+# coverage measured when its reasons were last reviewed (nox -s tests, 2026-11-23): a line
+# without a reason is then a warning, listed on the coverage page, and a drop below the floor
+# fails. The Horovod programs run only where Horovod is built (nox -s horovod, which needs a
+# CUDA toolkit); the Keras trainer's lines inside tf.function run as AutoGraph's converted copy,
+# which coverage.py does not attribute to the file.
+FLOORS = {
+    "examples/pytorch/train_resnet.py": 87.0,
+    "examples/tensorflow/train_resnet_keras.py": 83.0,
+    "examples/pytorch/train_resnet_hvd.py": 28.0,
+    "examples/tensorflow/train_resnet_keras_hvd.py": 29.0,
+}
 MIN_REASON = 8
 KEYS = {"function", "code", "through", "reason"}
 MODULE = "<module>"
@@ -218,6 +230,7 @@ def check(
     findings: list[Finding] = []
     all_runs = runs(measurement, reasons)
     for run in all_runs:
+        floor = FLOORS.get(run.program.rel)
         if run.reason is None:
             span = f"line {run.first}" if run.first == run.last else f"lines {run.first}-{run.last}"
             findings.append(
@@ -227,6 +240,7 @@ def check(
                     "line-uncovered",
                     f"{span} ({run.function}: {run.source!r}) ran in no test and no entry of "
                     f"{reasons_path.name} says why: test it, or add a reason",
+                    level="warning" if floor is not None else "error",
                 )
             )
     used = {id(run.reason) for run in all_runs if run.reason is not None}
@@ -242,14 +256,15 @@ def check(
                 )
             )
     for program in measurement.programs:
-        if program.percent < MIN_PERCENT:
+        floor = FLOORS.get(program.rel, MIN_PERCENT)
+        if program.percent < floor:
             findings.append(
                 Finding(
                     program.path,
                     1,
                     "coverage-low",
                     f"{program.covered} of {len(program.statements)} statements ran "
-                    f"({program.percent:.1f} %), below {MIN_PERCENT:.0f} %",
+                    f"({program.percent:.1f} %), below {floor:.0f} %",
                 )
             )
     return findings
