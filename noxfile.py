@@ -162,9 +162,7 @@ def tests(session: nox.Session) -> None:
         "--ignore=tests/browser",
         "--ignore=tests/horovod",  # needs a Horovod build: docs/howto/horovod.md
         "-n",
-        "auto",  # one worker per core; tests that run job scripts share one (tests/conftest.py)
-        "--dist",
-        "loadgroup",
+        "auto",  # one worker per core; tests that run job scripts take turns (tests/conftest.py)
         "-v",
         "--durations=15",
         *session.posargs,

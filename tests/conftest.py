@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,16 +45,26 @@ def pytest_report_header(config):
     return None
 
 
-# The job scripts set fixed ports, as users copy them (MASTER_PORT=29500): under pytest-xdist
-# (nox runs the tests with --dist loadgroup) the tests that run them share one worker, so that
-# no two of them listen on one port at once.
+# The job scripts set fixed ports, as users copy them (MASTER_PORT=29500, TensorFlow's 8888):
+# under pytest-xdist the tests that run them hold one lock, so that no two of them listen on
+# one port at once. (A lock rather than --dist loadgroup: pytest 9.2 no longer lets
+# pytest-xdist group tests by mark, pytest-dev/pytest-xdist#1386.)
 FIXED_PORT_FILES = {"test_examples_run.py", "test_examples_bede.py", "test_emulate_refusals.py"}
+FIXED_PORT_LOCK = Path(tempfile.gettempdir()) / "clusterkit-fixed-ports.lock"
+
+
+@pytest.fixture(autouse=True)
+def _one_job_script_at_a_time(request):
+    if request.node.path.name not in FIXED_PORT_FILES:
+        yield
+        return
+    from filelock import FileLock  # here: the stack environments run none of these files
+
+    with FileLock(FIXED_PORT_LOCK):
+        yield
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in FIXED_PORT_FILES:
-            item.add_marker(pytest.mark.xdist_group("fixed-ports"))
     if not STACK:
         return
     keep = [item for item in items if item.get_closest_marker("stack")]
