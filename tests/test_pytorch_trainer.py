@@ -468,7 +468,8 @@ def test_fewer_images_than_one_batch_is_an_error(trainer, bare_env, own_signals,
 
 def test_a_loss_that_overflows_stops_the_run(trainer, bare_env, own_signals, capsys, tmp_path):
     bare_env.setenv("TRAIN_TINY_STEPS", "4")
-    argv = ["--tiny", "--arch", "resnet18", "--num-classes", "10", "--lr", "1e30"]
+    argv = ["--tiny", "--arch", "resnet18", "--num-classes", "10", "--optimizer", "adamw"]
+    argv += ["--lr", "1e30"]
     argv += ["--log-every", "1", "--checkpoint-dir", str(tmp_path)]
     code, line = one_line_error(trainer, capsys, argv)
     assert code == 1
