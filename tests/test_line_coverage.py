@@ -96,6 +96,30 @@ def test_spawned_processes_are_measured_and_copies_count_for_their_program(tree,
     assert measured.covered == len(measured.statements) - 3
 
 
+def test_a_measured_process_that_reports_coverage_keeps_its_own_data(tree, tmp_path):
+    """A pytest worker both runs programs in-process and calls measure(): its own lines must
+    still be saved at exit (coverage.py stops saving them when a Coverage object is created)."""
+    data_dir = tmp_path / "data"
+    config = PL.start(data_dir, [program(tree)])
+    other = tmp_path / "other"
+    other.mkdir()
+    script = textwrap.dedent(f"""\
+        import runpy
+        from pathlib import Path
+        from clusterkit import program_lines as PL
+        PL.measure(Path({str(other)!r}), [Path({str(program(tree))!r})], root=Path({str(tree)!r}))
+        runpy.run_path({str(program(tree))!r})
+        """)
+    env = dict(os.environ, COVERAGE_PROCESS_START=str(config), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    (measured,) = measure(tree, data_dir).programs
+    assert measured.processes == 1
+    # imported, not run as __main__: the definitions ran, nothing inside them
+    ran = [IMPORT, DEF_MAIN, CLASS, DEF_RAISED, MAIN_IF]
+    assert sorted(set(measured.statements) - set(measured.missing)) == ran
+
+
 def test_a_process_that_runs_no_program_records_nothing_and_says_nothing(tmp_path):
     from coverage import CoverageData
 

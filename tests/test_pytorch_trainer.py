@@ -212,7 +212,7 @@ def torchrun() -> list[str]:
 @pytest.mark.stack
 def test_two_ranks_under_torchrun(tmp_path):
     r = subprocess.run(
-        [*torchrun(), "--standalone", "--nproc_per_node=2", str(TRAINER)],
+        [*torchrun(), "--standalone", "--nproc_per_node=2", str(TRAINER), "--eval-every-epoch"],
         cwd=tmp_path,
         env=clean_env(TRAIN_TINY="1"),  # what CI runs for the pages: the default ResNet-50
         capture_output=True,
@@ -227,17 +227,20 @@ def test_two_ranks_under_torchrun(tmp_path):
     (summary,) = records(r.stdout, "summary")
     assert summary.fields["ranks"] == 2 and summary.fields["steps"] == 6
     assert "OMP_NUM_THREADS is not set" not in r.stderr  # torchrun sets it
+    # held-out images after each 3-step epoch, summed over both ranks, printed by rank 0
+    evals = records(r.stdout, "eval")
+    assert [(e.fields["rank"], e.fields["epoch"]) for e in evals] == [(0, 0), (0, 1)]
+    assert all(0 <= e.fields["top1"] <= e.fields["top5"] <= 1 for e in evals)
 
 
-def test_two_ranks_by_hand_from_slurm_variables_stop_together(tmp_path):
-    """srun-style launch (SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/PORT); SIGUSR1 to one rank
-    stops both at the same step, and rank 0 checkpoints there."""
+def two_ranks_by_hand(cwd: Path, steps: int) -> list[subprocess.Popen]:
+    """Two ranks started as srun starts them, each with its SLURM_PROCID."""
     port = free_port()
     procs = []
     for rank in (0, 1):
         env = clean_env(
             TRAIN_TINY="1",
-            TRAIN_TINY_STEPS="40",
+            TRAIN_TINY_STEPS=str(steps),
             SLURM_PROCID=str(rank),
             SLURM_NTASKS="2",
             SLURM_LOCALID=str(rank),
@@ -247,13 +250,23 @@ def test_two_ranks_by_hand_from_slurm_variables_stop_together(tmp_path):
         procs.append(
             subprocess.Popen(
                 [sys.executable, str(TRAINER), *SMALL, "--checkpoint-every", "100"],
-                cwd=tmp_path,
+                cwd=cwd,
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
             )
         )
+    return procs
+
+
+def test_two_ranks_by_hand_from_slurm_variables_stop_together(
+    trainer, bare_env, own_signals, capsys, tmp_path
+):
+    """srun-style launch (SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/PORT); SIGUSR1 to one rank
+    stops both at the same step, and rank 0 checkpoints there. Started again, both ranks
+    resume from that checkpoint; a single process then finds the run complete."""
+    procs = two_ranks_by_hand(tmp_path, 40)
     head = []
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -281,6 +294,27 @@ def test_two_ranks_by_hand_from_slurm_variables_stop_together(tmp_path):
         assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(rank, 2)}
         assert [t.fields["step"] for t in train] == list(range(1, at + 1))
     assert (tmp_path / "checkpoints" / f"ckpt-step{at:08d}.pt").is_file()
+
+    # the requeued job: one more step, which both ranks take from the checkpoint's step on
+    procs = two_ranks_by_hand(tmp_path, at + 1)
+    try:
+        outs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    (resumed,) = records(outs[0], "resume")
+    assert resumed.fields["step"] == at
+    for out in outs:
+        assert [t.fields["step"] for t in records(out, "train")] == [at + 1]
+
+    # the same checkpoints, one process: a different data order, and nothing left to train
+    bare_env.setenv("TRAIN_TINY_STEPS", str(at + 1))
+    assert trainer.run(["--tiny", *SMALL, "--checkpoint-dir", str(tmp_path / "checkpoints")]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: checkpoint written by 2 rank(s), now 1: new data order" in err
+    assert f"already trained for {at + 1} steps (of {at + 1}): nothing to do" in out
+    assert records(out, "train") == [] and len(records(out, "summary")) == 1
 
 
 # --------------------------------------------------------------------------- errors
@@ -324,6 +358,10 @@ def one_line_error(trainer, capsys, argv) -> tuple[int, str]:
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--arch", "resnet5000"], "argument --arch: invalid choice: 'resnet5000'"),
         (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--steps-per-epoch", "-3"], "--steps-per-epoch must be at least 1"),
+        (["--workers", "-1"], "--workers and --warmup-steps cannot be negative"),
+        (["--warmup-steps", "-1"], "--workers and --warmup-steps cannot be negative"),
         (["--data-dir", "/nonexistent/imagenet"], "--data-dir /nonexistent/imagenet: no such dir"),
         (["--backend", "mpi"], "--backend mpi: this PyTorch build has no MPI support"),
     ],
@@ -331,6 +369,27 @@ def one_line_error(trainer, capsys, argv) -> tuple[int, str]:
 def test_bad_arguments(trainer, bare_env, capsys, argv, message):
     code, line = one_line_error(trainer, capsys, argv)
     assert code == 2 and message in line
+
+
+def test_data_dir_that_is_no_image_folder(trainer, bare_env, capsys, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "no_train").mkdir()
+    (tmp_path / "only_train" / "train" / "cat").mkdir(parents=True)
+    (tmp_path / "only_train" / "train" / "cat" / "1.JPEG").write_bytes(b"")
+    cases = [
+        (["--data-dir", str(tmp_path / "a_file")], "a_file: not a directory"),
+        (
+            ["--data-dir", str(tmp_path / "no_train")],
+            "no_train: no train/ directory in it (expected train/<class>/<image> files)",
+        ),
+        (
+            ["--data-dir", str(tmp_path / "only_train"), "--eval-every-epoch"],
+            "only_train: no val/ directory in it (expected val/<class>/<image> files)",
+        ),
+    ]
+    for argv, message in cases:
+        code, line = one_line_error(trainer, capsys, argv)
+        assert code == 2 and line.endswith(message), line
 
 
 def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
@@ -348,6 +407,96 @@ def test_missing_master_addr_says_how_to_set_it(trainer, bare_env, capsys):
     assert code == 1
     assert line.startswith("error: MASTER_ADDR is not set (nor MASTER_PORT): srun started 2")
     assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in line
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {"JSM_NAMESPACE_RANK": "0", "JSM_NAMESPACE_SIZE": "2"},
+            "MASTER_ADDR is not set (nor MASTER_PORT): jsrun started 2 ranks but does not say "
+            "where they meet. In the job script: export MASTER_PORT=29500 MASTER_ADDR="
+            '$(sort -u "$LSB_DJOB_HOSTFILE" | grep -v -e batch -e login | head -n 1)',
+        ),
+        (
+            {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "MASTER_ADDR": "n1"},
+            "MASTER_PORT is not set: mpirun started 2 ranks but does not say where they meet. "
+            "In the job script: export MASTER_PORT=29500 MASTER_ADDR=$(hostname)  "
+            "(and pass -x MASTER_ADDR -x MASTER_PORT to mpirun)",
+        ),
+    ],
+)
+def test_missing_rendezvous_variables_under_jsrun_and_mpirun(trainer, bare_env, capsys, env, says):
+    for key, value in env.items():
+        bare_env.setenv(key, value)
+    code, line = one_line_error(trainer, capsys, ["--tiny"])
+    assert (code, line) == (1, f"error: {says}")
+
+
+def test_a_rank_that_cannot_join_its_group_says_where_it_tried(trainer, bare_env, capsys):
+    for key, value in {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "OMP_NUM_THREADS": "2"}.items():
+        bare_env.setenv(key, value)
+    bare_env.setenv("MASTER_ADDR", "127.0.0.1")
+    bare_env.setenv("MASTER_PORT", "29500x")  # a typo in the job script
+    code, line = one_line_error(trainer, capsys, ["--tiny"])
+    assert code == 1
+    assert line.startswith("error: rank 0 could not join the gloo group at 127.0.0.1:29500x: ")
+    assert "'29500x'" in line
+
+
+def test_nccl_on_the_cpu_is_refused(trainer, bare_env, capsys):
+    code, line = one_line_error(trainer, capsys, ["--tiny", "--backend", "nccl"])
+    assert (code, line) == (1, "error: --backend nccl needs GPUs; use gloo on CPU")
+
+
+@pytest.fixture
+def own_signals():
+    """main() installs SIGUSR1/SIGTERM handlers: give the test process its own back."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGUSR1, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_fewer_images_than_one_batch_is_an_error(trainer, bare_env, own_signals, capsys, tmp_path):
+    (tmp_path / "train" / "cat").mkdir(parents=True)
+    (tmp_path / "train" / "cat" / "1.jpg").write_bytes(b"")
+    code, line = one_line_error(trainer, capsys, ["--tiny", "--data-dir", str(tmp_path)])
+    assert code == 1
+    assert line == "error: 1 training images are fewer than one batch on each of 1 rank(s) (4 each)"
+
+
+def test_a_loss_that_overflows_stops_the_run(trainer, bare_env, own_signals, capsys, tmp_path):
+    bare_env.setenv("TRAIN_TINY_STEPS", "4")
+    argv = ["--tiny", "--arch", "resnet18", "--num-classes", "10", "--optimizer", "adamw"]
+    argv += ["--lr", "1e30"]
+    argv += ["--log-every", "1", "--checkpoint-dir", str(tmp_path)]
+    code, line = one_line_error(trainer, capsys, argv)
+    assert code == 1
+    assert line.startswith("error: loss is nan at step ") or line.startswith("error: loss is inf")
+    assert line.endswith(": lower --lr, or use bf16 or fp32")
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "message"),
+    [
+        ("OutOfMemoryError", 1, "error: out of GPU memory: lower --batch-size"),
+        ("KeyboardInterrupt", 130, ""),
+    ],
+)
+def test_out_of_memory_and_ctrl_c_end_without_a_traceback(
+    trainer, monkeypatch, capsys, raised, code, message
+):
+    """What run() makes of them: the GPU's out-of-memory error (which a CPU cannot raise here,
+    so main is made to raise it) in one line, Ctrl-C as status 130."""
+    error = trainer.OutOfMemoryError if raised == "OutOfMemoryError" else KeyboardInterrupt
+
+    def main(argv):
+        raise error("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer, "main", main)
+    assert trainer.run([]) == code
+    assert capsys.readouterr().err.strip() == message
 
 
 # --------------------------------------------------------------------------- GPUs and versions
@@ -407,6 +556,17 @@ def test_runs_that_ask_for_no_gpu_use_the_cpu(trainer, no_gpu, capsys, env, argv
     for key, value in env.items():
         no_gpu.setenv(key, value)
     assert trainer.choose_device_type(trainer.parse_args(argv), rank=0) == "cpu"
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("env", "argv"), [({"SLURM_GPUS_ON_NODE": "1"}, []), ({}, [])])
+def test_a_gpu_that_pytorch_sees_is_used(trainer, no_gpu, capsys, env, argv):
+    """With --device auto, a GPU that a CUDA build sees is used, inside a GPU job or not."""
+    no_gpu.setattr(trainer.torch.cuda, "is_available", lambda: True)
+    for key, value in env.items():
+        no_gpu.setenv(key, value)
+    assert trainer.missing_gpu() is None
+    assert trainer.choose_device_type(trainer.parse_args(argv), rank=0) == "cuda"
     assert capsys.readouterr().err == ""
 
 
@@ -487,6 +647,65 @@ def test_a_checkpoint_round_trip_restores_weights_momenta_and_random_state(train
         {"step": 3, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
         {"step": 3, "model": again.state_dict(), "optimizer": again_optimizer.state_dict()},
     )
+
+
+def test_checkpoints_that_do_not_fit_are_named_with_the_reason(trainer, tmp_path):
+    import torch
+
+    model = torch.nn.Linear(3, 2)
+    path = tmp_path / "ckpt-step00000004.pt"
+    good = {"model": model.state_dict(), "optimizer": {}, "scaler": {}, "step": 4, "epoch": 0}
+    good["rng"] = [None]
+    assert trainer.check_state(good, path, model) is None
+    cases = [
+        ([1, 2], "not a checkpoint of this program"),
+        ({"model": {}, "step": 4}, "lacks epoch, optimizer, rng, scaler"),
+        ({**good, "step": 5}, "holds step 5, not the step in its name"),
+        ({**good, "model": torch.nn.Linear(3, 4).state_dict()}, "its model does not match"),
+    ]
+    for state, says in cases:
+        assert trainer.check_state(state, path, model).startswith(says)
+
+
+def test_a_half_written_checkpoint_is_removed_and_none_found(trainer, tmp_path):
+    (tmp_path / ".ckpt-k2x9.tmp").write_bytes(b"\x80")  # left by a job killed mid-write
+    assert trainer.find_checkpoint(tmp_path, None) == (None, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_that_cannot_be_written_is_an_error(trainer, tmp_path):
+    import torch
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    (tmp_path / "taken").write_text("")  # a file where the directory should go
+    args = trainer.parse_args(["--tiny", "--checkpoint-dir", str(tmp_path / "taken" / "ckpt")])
+    scaler = trainer.grad_scaler("cpu", enabled=False)
+    cpu = torch.device("cpu")
+    with pytest.raises(trainer.Abort) as caught:
+        trainer.save_checkpoint(args, model, optimizer, scaler, 3, 0, 0, 1, cpu, None)
+    final = tmp_path / "taken" / "ckpt" / "ckpt-step00000003.pt"
+    assert str(caught.value) == f"cannot write checkpoint {final}: Not a directory"
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "context"),
+    [
+        ({}, [], "fork"),
+        ({"OMPI_COMM_WORLD_RANK": "0"}, [], "forkserver"),  # forked workers can crash under MPI
+        ({"PMI_RANK": "0"}, ["--mp-start-method", "spawn"], "spawn"),
+    ],
+)
+def test_data_loader_processes_start_safely_under_mpi(trainer, bare_env, env, argv, context):
+    import torch
+
+    for key, value in env.items():
+        bare_env.setenv(key, value)
+    args = trainer.parse_args(["--workers", "2", "--batch-size", "2", *argv])
+    images = trainer.SyntheticImages(8, 8, 10, seed=0)
+    loader, _ = trainer.make_loader(args, images, 0, 1, torch.device("cpu"), shuffle=True)
+    assert loader.num_workers == 2 and loader.persistent_workers
+    assert loader.multiprocessing_context.get_start_method() == context
 
 
 @pytest.mark.stack

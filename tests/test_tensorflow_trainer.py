@@ -552,3 +552,80 @@ def test_help_documents_tiny_onednn_and_the_log_format(trainer):
     assert "keras-team/keras#20585" in trainer.__doc__
     line = "[train] rank=0/2 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=123.4"
     assert line in trainer.__doc__ and trainlog.parse_line(line)
+
+
+# --------------------------------------------------------------------------- more refusals
+def test_an_explicit_cluster_mode_wins_over_the_environment(trainer, bare_env):
+    bare_env.setenv("TF_CONFIG", '{"task": {"type": "worker", "index": 0}}')
+    assert trainer.choose_cluster(trainer.parse_args(["--cluster", "slurm"])) == "slurm"
+
+
+@pytest.mark.parametrize(
+    ("tf_config", "says"),
+    [
+        (None, "error: --cluster tf_config: TF_CONFIG is not set"),
+        (
+            '{"cluster": {"worker": ["localhost:12345", "localhost:12346"]}}',
+            'error: TF_CONFIG has no "task": {"type": "worker", "index": N}',
+        ),
+    ],
+)
+def test_tf_config_missing_or_without_a_task(trainer, bare_env, capsys, tf_config, says):
+    if tf_config is not None:
+        bare_env.setenv("TF_CONFIG", tf_config)
+    args = trainer.parse_args(["--tiny", "--cluster", "tf_config"])
+    assert error_line(lambda: trainer.make_strategy(args), capsys) == (1, says)
+
+
+def test_device_cpu_hides_the_gpus(trainer, bare_env, capsys):
+    tf = trainer.tf
+    bare_env.setenv("SLURM_GPUS_ON_NODE", "4")  # asked for by name: the job's GPUs stay unused
+    hidden = []
+    bare_env.setattr(tf.config, "set_visible_devices", lambda d, kind: hidden.append((d, kind)))
+    trainer.choose_devices(trainer.parse_args(["--device", "cpu"]))
+    assert hidden == [([], "GPU")] and capsys.readouterr() == ("", "")
+
+
+def test_image_files_are_decoded_resized_and_scaled(trainer, tmp_path):
+    import numpy as np
+    import tensorflow as tf
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (40, 48, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "a.JPEG")
+    args = trainer.parse_args(["--tiny"])
+    position, path, label = tf.constant(5, tf.int64), tf.constant(str(tmp_path / "a.JPEG")), 1
+    train = trainer.file_sample(args, train=True)
+    image, got = train(position, path, label)
+    assert image.shape == (32, 32, 3) and got.dtype == tf.int64 and int(got) == 1
+    assert -1.0 <= float(tf.reduce_min(image)) and float(tf.reduce_max(image)) <= 1.0
+    assert np.array_equal(image, train(position, path, label)[0])  # the flip depends on position
+    plain, _ = trainer.file_sample(args, train=False)(position, path, label)
+    flipped = tf.image.flip_left_right(plain)
+    assert np.array_equal(image, plain) or np.array_equal(image, flipped)
+
+
+def test_held_out_synthetic_images_differ_from_the_training_images(trainer):
+    import numpy as np
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--eval-steps", "2"])
+    batches = list(trainer.eval_input(args, tf.distribute.get_strategy()))
+    assert [tuple(images.shape) for images, _ in batches] == [(4, 32, 32, 3)] * 2
+    first_training_image = trainer.synthetic_sample(args)(tf.constant(0, tf.int64))[0]
+    assert not np.array_equal(batches[0][0][0], first_training_image)
+
+
+def test_a_deterministic_run_on_fewer_images_than_one_batch_stops(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "data" / "train" / "cat").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(tmp_path / "data" / "train" / "cat" / "1.png")
+    code, out, err = run(
+        tmp_path,
+        *("--tiny", "--deterministic", "--data-dir", "data"),
+        env=clean_env(OMP_NUM_THREADS="2"),
+    )
+    assert code == 1, out + err
+    assert err.strip().splitlines()[-1] == "error: 1 images are fewer than one global batch (4)"
+    assert "Traceback" not in err and not (tmp_path / "checkpoints").exists()

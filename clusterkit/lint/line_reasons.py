@@ -37,10 +37,12 @@ MIN_PERCENT = 95.0
 # without a reason is then a warning, listed on the coverage page, and a drop below the floor
 # fails. The Horovod programs run only where Horovod is built (nox -s horovod, which needs a
 # CUDA toolkit); the Keras trainer's lines inside tf.function run as AutoGraph's converted copy,
-# which coverage.py does not attribute to the file.
+# which coverage.py does not attribute to the file. The PyTorch trainer's last unexplained line
+# is the second `if device.type == "cuda": torch.cuda.synchronize()` of main, which an anchor
+# cannot tell from the first (the same text in the same function).
 FLOORS = {
-    "examples/pytorch/train_resnet.py": 87.0,
-    "examples/tensorflow/train_resnet_keras.py": 83.0,
+    "examples/pytorch/train_resnet.py": 97.0,
+    "examples/tensorflow/train_resnet_keras.py": 90.0,
     "examples/pytorch/train_resnet_hvd.py": 28.0,
     "examples/tensorflow/train_resnet_keras_hvd.py": 29.0,
 }
