@@ -143,7 +143,7 @@ def tests(session: nox.Session) -> None:
     measures the lines it runs of the programs in examples/ (coverage.py, started by
     COVERAGE_PROCESS_START); a full run writes the coverage page and fails on a line that ran
     nowhere without a reason in tests/coverage-reasons.yaml."""
-    apt_install(session, "lmod", "shellcheck")
+    apt_install(session, "lmod", "shellcheck", "openmpi-bin")  # mpirun: the MPI-backend tests
     env = ml_env(session)
     cov = BUILD / "coverage" / "blocks.jsonl"
     cov.parent.mkdir(parents=True, exist_ok=True)
@@ -169,6 +169,7 @@ def tests(session: nox.Session) -> None:
         extra_env={
             "CLUSTERKIT_COVERAGE_LOG": str(cov),
             "CLUSTERKIT_REQUIRE_REFRAME": "1",
+            "CLUSTERKIT_REQUIRE_MPIRUN": "1",
             "COVERAGE_PROCESS_START": str(lines / "coveragerc"),
         },
     )
