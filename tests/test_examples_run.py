@@ -131,3 +131,4 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer):
     summary = [rec for rec in records if rec.kind == "summary"]
     assert summary and summary[-1].fields["ranks"] == ranks, out
     assert "Traceback" not in out
+    shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)  # ResNet-50's are 200 MB each
