@@ -3,9 +3,9 @@
 Every job script of a Slurm site that starts one of the trainers runs, unless NOT_RUN says why
 not: a new site's scripts are found here without editing this file. Each runs as written in a
 scratch job directory holding the script and the trainer it starts; the tests set TRAIN_TINY=1
-and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU. The launchers' emulators say how many ranks they started
-(``... K started here``): the trainer must have formed one world of exactly those ranks, and a
-script that asks for several ranks must have run at least two.
+and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU. The launchers' emulators say
+how many ranks they started (``... K started here``): the trainer must have formed one world of
+exactly those ranks, and a script that asks for several ranks must have run at least two.
 """
 
 from __future__ import annotations
