@@ -322,16 +322,29 @@ def judge_option(ctx: PageContext, span: prose.Span) -> SpanResult:
             return SpanResult("option-checked", found, f"{tool}: {what} only")
         findings = _judge_as(tool, ctx, span, options, judged, include)
         return SpanResult("option-checked", findings, f"{tool} ({judged.name})")
+    wrong_value = _wrong_value(ctx, span, options, site, include, candidates)
+    if wrong_value:
+        return SpanResult("option-checked", wrong_value)
     named = _named_before(span)
     if named:
         msg = f"`{span.code}` is not an option of {named}, which the sentence names before it"
         return SpanResult("option-checked", [Finding(ctx.rel, span.line, "option-unknown", msg)])
-    if candidates:
-        tried = ", ".join(candidates)
-        msg = f"`{span.code}`: no tool around it has this option (tried {tried})"
-        finding = Finding(ctx.rel, span.line, "option-unknown", msg, level="warning")
-        return SpanResult("skipped", [finding], f"whose option is not told: tried {tried}")
-    return SpanResult("skipped", [], "no tool named in its paragraph and no script included above")
+    tried = ", ".join(candidates)
+    msg = f"`{span.code}`: no tool around it has this option (tried {tried})"
+    return SpanResult("option-checked", [Finding(ctx.rel, span.line, "option-unknown", msg)])
+
+
+def _wrong_value(ctx, span, options, site, include, candidates) -> list[Finding]:
+    """For a span no tool takes: the findings of the first program (argparse contract) that
+    has every option of the span and refuses only a value (`--mp-start-method=thread`)."""
+    for tool in candidates:
+        if not (tool.endswith(".py") or tool.startswith(tool_options.MODULE_PREFIX)):
+            continue
+        judged = site or _any_site_for(tool)
+        refused = _refusals(_grammar(tool, options, judged, ctx, include)) if judged else []
+        if refused and all(f.rule == "script-flag-value" for f in refused):
+            return _at(ctx, span, refused, f"`{span.code}` ({tool}): ")
+    return []
 
 
 def _named_before(span: prose.Span) -> str | None:
