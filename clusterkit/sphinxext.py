@@ -17,8 +17,8 @@ from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
-from sphinx.util import logging
 from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from clusterkit import stacks as S
@@ -528,9 +528,7 @@ class CodeSubstitutions(SphinxTransform):
 
     def apply(self, **kwargs) -> None:
         for node in substitute_code(self.document, self.config.myst_substitutions):
-            logger.warning(
-                "no substitution for %s in inline code", node.astext(), location=node
-            )
+            logger.warning("no substitution for %s in inline code", node.astext(), location=node)
 
 
 def setup(app: Sphinx) -> dict:

@@ -4,8 +4,9 @@ Hyphens in site and partition names become underscores (``{{ isambard_ai_title }
 names have none.
 
 ``conf.py`` hands them to MyST; MyST leaves inline code as it is, so
-:mod:`clusterkit.sphinxext` puts them into code spans too (`` `--cpus-per-task={{ bede_gh_cores }}` ``
-shows ``--cpus-per-task=72``), and the inline-code checks judge the span with the same values.
+:mod:`clusterkit.sphinxext` puts them into code spans too (the span
+``--cpus-per-task={{ bede_gh_cores }}`` shows ``--cpus-per-task=72``), and the inline-code
+checks judge the span with the same values.
 """
 
 from __future__ import annotations
