@@ -276,3 +276,11 @@ def test_inline_code_shows_the_site_fact_it_names():
     texts = [n.astext() for n in doc.findall(lambda n: n.tagname == "literal")]
     assert texts == ["--cpus-per-task=72", "{{ nothing }}"]
     assert [n.astext() for n in bad] == ["{{ nothing }}"]
+
+
+def test_an_option_of_a_module_that_is_not_here_is_not_taken_for_its():
+    from clusterkit import tool_options
+
+    found = tool_options.check("python -m no_such_module_here", "page.md", 3, ["--flag"])
+    assert [f.rule for f in found] == ["script-flags"]
+    assert tool_options.check("python -m venv", "page.md", 3, ["--system-site-packages"]) == []
