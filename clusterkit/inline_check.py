@@ -6,9 +6,13 @@
   ``torchrun --nproc_per_node=4``) is completed with a stand-in program; one with metavariables
   (``sbatch FILE``, ``--cpus-per-task=...``) is judged on its grammar only.
 * An option span (``--gres=gpu:5``) is an option of the tool named nearest before it in its
-  sentence, else of the job script or program the page includes nearest above, else of a tool
-  named after it or elsewhere in the paragraph: the first of these whose grammar knows every
-  option of the span. It is then judged in the context the page gives it: an ``sbatch`` option
+  sentence (in a table: the tool its column's header names), else of the job script or program
+  the page includes nearest above, else of a tool named after it or elsewhere in the paragraph,
+  else of the launchers, the trainers, pip and the programs the page names elsewhere: the first
+  of these whose grammar knows every option of the span (pip, ``python -m venv``, ``ddlrun``:
+  :mod:`clusterkit.tool_options`). A span no tool takes is an error. Site facts
+  (``{{ bede_gh_cores }}``) are substituted first. It is then judged in the context the page
+  gives it: an ``sbatch`` option
   is added to the command line that submits the included job script, an ``srun`` or
   ``torchrun`` option is written into that script's launch lines, and the emulator judges the
   result against the site's profile. Only what the change adds is reported. Earlier option
@@ -16,7 +20,8 @@
   `--ntasks=8`").
 * Inside a historical admonition (see ``docs/contributing.md``) the findings that say a thing is
   historical are notices, not errors; everything else (a resource set larger than the node) is
-  still wrong there.
+  still wrong there. So are they for an option span whose sentence speaks of the past ("pip 23.1
+  removed `--install-option`").
 """
 
 from __future__ import annotations
