@@ -137,3 +137,24 @@ def test_salloc_lines_are_judged_like_batch_jobs():
     assert [f.rule for f in check("p.md", 3, ["salloc", "--no-such-option"], bede)] == [
         "salloc-option"
     ]
+
+
+def test_a_run_block_runs_from_the_repository_root(tmp_path):
+    page = textwrap.dedent("""\
+        % test: run
+        ```console
+        $ python -m clusterkit profiles
+        ```
+
+        % test: run
+        ```bash
+        python -c "raise SystemExit(3)"
+        ```
+        """)
+    r = _run_pages(tmp_path, page)
+    out = r.stdout + r.stderr
+    assert "1 passed" in out and "1 failed" in out, out
+    assert "page.md:8: [block-run] exited with 3" in out
+    (rec,) = _log(tmp_path)
+    assert rec["how"] == "executed" and rec["line"] == 3
+    assert rec["detail"].startswith("bash from the repository root")
