@@ -26,7 +26,7 @@ from clusterkit import (
 )
 from clusterkit.errors import Finding
 from clusterkit.grammars import profilers, reframe_cli, slurm_query, tensorboard_cli
-from clusterkit.profiles import ROOT, Site
+from clusterkit.profiles import Site
 
 # Commands that change nothing a test could judge; a block of only these is not "tested".
 NEUTRAL = {
@@ -126,6 +126,9 @@ def check_shell_text(
             checked.append(name)
         elif site.launcher(name):
             findings += emulation.launch_line(page, line, list(cmd.words), site).errors
+            checked.append(name)
+        elif site.wrapper(name):
+            findings += emulation.wrapper_line(page, line, list(cmd.words), site)
             checked.append(name)
         elif site.tool(name):
             findings += site_tool(page, line, list(cmd.words), site, source)
@@ -296,11 +299,7 @@ def _check_submission(page: str, line: int, args: list[str], site: Site) -> list
 
 
 def _resolve_example(name: str, site: Site) -> Path | None:
-    for cand in (ROOT / "examples" / site.name / name, ROOT / name):
-        if cand.is_file():
-            return cand
-    hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
-    return hits[0] if len(hits) == 1 else None
+    return site.example(name)
 
 
 # Commands whose check does not depend on a site: a page for every site may show them.

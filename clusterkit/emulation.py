@@ -71,6 +71,13 @@ def launch_line(path: Path | str, line: int, words: list[str], site: Site) -> Re
     return _body.check_command_line(path, line, words, site)
 
 
+def wrapper_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:
+    """A command the site wraps around a Slurm client (Bede's ``ghbatch``), judged by the
+    stand-in registered under its name: the client's options, a new allocation on the
+    partitions the wrapper serves."""
+    return launch_line(path, line, words, site).findings
+
+
 def script_options(path: Path | str, line: int, script: str, args: list[str]) -> list[Finding]:
     """``python SCRIPT ARGS`` on its own: ARGS against the script's command-line contract (the
     project's example or benchmark, or a kept third-party contract)."""
