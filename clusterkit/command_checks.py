@@ -125,7 +125,10 @@ def check_shell_text(
             findings += checker_for(name)(page, line, list(cmd.words), site, source)
             checked.append(name)
         elif site.launcher(name):
-            findings += emulation.launch_line(page, line, list(cmd.words), site).errors
+            outside = emulation.login_srun(page, line, list(cmd.words), site)
+            if outside is None:
+                outside = emulation.launch_line(page, line, list(cmd.words), site).errors
+            findings += outside
             checked.append(name)
         elif site.wrapper(name):
             findings += emulation.wrapper_line(page, line, list(cmd.words), site)
@@ -177,7 +180,7 @@ COMMAND_CHECKERS: dict = {
     "jsrun": _ignoring_snippet(emulation.jsrun_line),
     "salloc": _ignoring_snippet(emulation.allocation),
     "torchrun": _ignoring_snippet(_launch_line),
-    **dict.fromkeys(("squeue", "sacct", "scontrol"), _ignoring_snippet(slurm_query.check)),
+    **dict.fromkeys(("squeue", "sacct", "scontrol", "seff"), _ignoring_snippet(slurm_query.check)),
     **dict.fromkeys(("pip", "pip3"), _pip),
     "conda": conda_checks.check,
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusterkit.emulate import allocation as _allocation
 from clusterkit.emulate import body as _body
 from clusterkit.emulate import container_options as _container_options
 from clusterkit.emulate import containers as _containers
@@ -69,6 +70,20 @@ def launch_line(path: Path | str, line: int, words: list[str], site: Site) -> Re
     """A launch line (``srun ...``, ``torchrun ...``, ``python ...``) on its own, judged on the
     site's default partition."""
     return _body.check_command_line(path, line, words, site)
+
+
+def login_srun(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding] | None:
+    """An ``srun`` typed at a login node: one that makes an allocation of its own (``--pty``,
+    ``--partition``, ``--account``) is judged as that job, one that joins a running job
+    (``--jobid``) as a step of it; None for a step of the job it runs in."""
+    how = _allocation.outside_job(words)
+    if how == "joins":
+        return launch_line(path, line, words, site).errors + _allocation.joined_job(
+            path, line, words
+        )
+    if how == "allocates":
+        return _allocation.session(path, line, list(words[1:]), site).findings
+    return None
 
 
 def wrapper_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:

@@ -7,7 +7,8 @@ import pytest
 
 from clusterkit.command_checks import check_shell_text
 from clusterkit.emulate import registry
-from clusterkit.emulate.wrappers import job_options, wrapper_names
+from clusterkit.emulate.allocation import job_options
+from clusterkit.emulate.wrappers import wrapper_names
 from clusterkit.profiles import check_consistency, load_site
 
 

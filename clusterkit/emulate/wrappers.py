@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from clusterkit.emulate import registry, slurm_options
+from clusterkit.emulate import allocation, registry, slurm_options
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.report import Report
 from clusterkit.errors import Finding
@@ -93,26 +93,7 @@ def _session(path, line: int, name: str, tool: dict, argv, parsed: dict, site: S
             msg = f"{name} opens a shell itself and takes options only; given {shlex.join(command)}"
             return [Finding(path, line, "wrapper-command", msg)]
         argv = [*argv, "--pty", "bash"]
-    step = f"#!/bin/bash\nsrun {shlex.join(argv)}\n"
-    report = registry.scheduler("slurm")(path, site, job_options(argv), text=step)
-    report.findings = [Finding(path, line, f.rule, f.message, f.level) for f in report.findings]
-    return report
-
-
-def job_options(srun_argv: list[str]) -> list[str]:
-    """The options of an ``srun`` command line that sbatch takes too: those that shape the
-    allocation srun makes when it runs outside a job."""
-    parsed = slurm_options.parse("srun", srun_argv)
-    batch = {spec.dest: spec for spec in slurm_options.specs("sbatch")}
-    out = []
-    for dest, values in parsed.items():
-        if dest == "exclusive":
-            out += ["--exclusive" if v == "node" else f"--exclusive={v}" for v in values]
-        elif dest in batch and batch[dest].takes_value:
-            out += [f"{batch[dest].long}={v}" for v in values]
-        elif dest in batch:
-            out.append(batch[dest].long)
-    return out
+    return allocation.session(path, line, argv, site)
 
 
 def _partition(path, line: int, name: str, tool: dict, report: Report) -> list[Finding]:
