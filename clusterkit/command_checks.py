@@ -18,6 +18,7 @@ from clusterkit import (
     container_checks,
     download_checks,
     emulation,
+    env_checks,
     git_checks,
     install_target,
     installs,
@@ -98,6 +99,11 @@ def check_shell_text(
             if judged:
                 checked.append(name)
             continue
+        if name == "export":
+            found, judged = env_checks.check(page, line, list(cmd.words), site)
+            findings += found
+            checked += ["export"] if judged else []
+            continue
         if not name or name in NEUTRAL:
             continue
         if site is None and name in SITE_FREE:
@@ -146,6 +152,8 @@ def check_shell_text(
                     "mark the block `% test: skip <reason>` or add a checker",
                 )
             )
+    if "export" in checked and env_checks.settings_only(commands):
+        findings += env_checks.run_settings(page, first_line, source)
     if not checked and not findings:
         findings.append(
             Finding(
