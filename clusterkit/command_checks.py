@@ -16,6 +16,7 @@ from pathlib import Path
 from clusterkit import (
     conda_checks,
     container_checks,
+    copy_checks,
     download_checks,
     emulation,
     env_checks,
@@ -134,6 +135,7 @@ def check_shell_text(
             outside = emulation.login_srun(page, line, list(cmd.words), site)
             if outside is None:
                 outside = emulation.launch_line(page, line, list(cmd.words), site).errors
+                outside += _launched(page, line, list(cmd.words), site, source)
             findings += outside
             checked.append(name)
         elif site.wrapper(name):
@@ -164,6 +166,18 @@ def check_shell_text(
             )
         )
     return "command-checked", findings, ", ".join(checked)
+
+
+def _launched(page, line: int, words: list[str], site: Site, snippet: str) -> list[Finding]:
+    """The command a launch line starts, through its own checker where the emulator has no
+    judge for it (``srun tar -xf ...``, ``srun mkdir -p DIR``); an unchecked one stays so."""
+    inner = emulation.launched_command(words)
+    name = Path(inner[0]).name if inner else ""
+    if name in path_checks.PATH_COMMANDS:
+        return path_checks.check(page, line, inner, site)[0]
+    if not name or name in NEUTRAL or checker_for(name) is None:
+        return []
+    return checker_for(name)(page, line, inner, site, snippet)
 
 
 def _ignoring_snippet(check):
@@ -269,6 +283,8 @@ COMMAND_CHECKERS.update(
         "reframe": reframe_cli.check,
         "git": git_checks.check,
         "curl": download_checks.check_curl,
+        "tar": copy_checks.check_tar,
+        "rsync": copy_checks.check_rsync,
         "sha256sum": download_checks.check_sha256sum,
         **dict.fromkeys(profilers.PARSERS, _profiler),
         **dict.fromkeys(container_checks.TOOLS, _container),

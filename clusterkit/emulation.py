@@ -21,6 +21,7 @@ from clusterkit.emulate import registry as _registry
 from clusterkit.emulate import report as _report
 from clusterkit.emulate import sbatch as _sbatch
 from clusterkit.emulate import script as _script
+from clusterkit.emulate import slurm_options as _slurm_options
 from clusterkit.emulate import torchrun as _torchrun
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site
@@ -84,6 +85,20 @@ def login_srun(path: Path | str, line: int, words: list[str], site: Site) -> lis
     if how == "allocates":
         return _allocation.session(path, line, list(words[1:]), site).findings
     return None
+
+
+def launched_command(words: list[str]) -> list[str] | None:
+    """The command an ``srun`` line starts, when no judge of the emulator judges it (``srun
+    tar ...``: the page's own checkers do); None otherwise."""
+    if not words or Path(words[0]).name != "srun":
+        return None
+    try:
+        command = _slurm_options.parse("srun", list(words[1:])).get("command") or []
+    except _slurm_options.OptionError:
+        return None
+    if not command or _registry.command(Path(command[0]).name) is not None:
+        return None
+    return list(command)
 
 
 def wrapper_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:

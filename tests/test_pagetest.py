@@ -93,7 +93,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
         ```
 
         ```bash
-        rsync -a src/ dst/
+        ffmpeg -i talk.mp4 talk.webm
         ```
 
         ```text
@@ -109,7 +109,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "[module-known]" in out
-    assert "no checker for `rsync`" in out
+    assert "no checker for `ffmpeg`" in out
     assert "[block-untested]" in out and "(text)" not in out
     assert "2 passed" in out and "1 skipped" in out and "3 failed" in out, out
     hows = sorted(rec["how"] for rec in _log(tmp_path))
