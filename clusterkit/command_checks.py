@@ -177,6 +177,8 @@ def _launched(page, line: int, words: list[str], site: Site, snippet: str) -> li
         return path_checks.check(page, line, inner, site)[0]
     if not name or name in NEUTRAL or checker_for(name) is None:
         return []
+    if name in {"bash", "sh"} and all(w.startswith("-") for w in inner[1:]):
+        return []  # `srun --pty bash`: an interactive shell, nothing to check in it
     return checker_for(name)(page, line, inner, site, snippet)
 
 
