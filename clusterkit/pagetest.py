@@ -13,7 +13,10 @@ Routing (one result per block, which the coverage report reads):
 * any other fenced block (text, yaml, json, ...) must say how it is tested: ``% test: output
   trainlog`` (parsed by the log parser), or ``% test: skip <reason>``; yaml/json blocks are parsed.
 
-A marker line ``% test: skip <reason>`` or ``% test: site <name>`` applies to the next block.
+A marker line ``% test: skip <reason>`` or ``% test: site <name>`` applies to the next block;
+``% test: run`` above a shell block runs it too, once its commands are checked: in bash, from the
+repository root, with this interpreter first on ``PATH`` (for the commands that read this
+checkout, ``python -m clusterkit profiles``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +49,7 @@ SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
 SHELLCHECK = shutil.which("shellcheck")
 MARKER = re.compile(
-    r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail|fragment)\b\s*(?P<arg>.*)$", re.M
+    r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail|fragment|run)\b\s*(?P<arg>.*)$", re.M
 )
 
 
@@ -246,6 +250,10 @@ def evaluate_shell(example) -> None:
     errors = [f for f in findings if f.level == "error"]
     if errors:
         _fail(errors)
+    marker = _marker_for(example)
+    if marker and marker[0] == "run":
+        run_from_root(source, f"{page}:{first}")
+        how, detail = "executed", f"bash from the repository root: {detail}"
     BlockResult(
         page,
         first,
@@ -253,6 +261,26 @@ def evaluate_shell(example) -> None:
         how,
         detail + warned(findings),
     ).record()
+
+
+def run_from_root(source: str, where: str, timeout: int = 120) -> None:
+    """Run a checked shell block (``% test: run``) in bash from the repository root, with this
+    interpreter's directory first on ``PATH``; a non-zero exit fails the block."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    r = subprocess.run(
+        ["bash", "-eo", "pipefail"],
+        input=source,
+        text=True,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
+    if r.returncode:
+        tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-5:])
+        raise AssertionError(f"{where}: [block-run] exited with {r.returncode}:\n{tail}")
 
 
 # --------------------------------------------------------------------------- other blocks
