@@ -42,8 +42,8 @@ from sybil.parsers.myst.lexers import DirectiveLexer
 from clusterkit import emulation
 from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
-from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE
-from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
+from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE, block_site, scan_page
+from clusterkit.profiles import ROOT, SITES_DIR, Site, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
@@ -118,36 +118,28 @@ def _front_matter(text: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _site_titles() -> dict[str, str]:
-    out = {}
-    for s in all_sites():
-        out[s.title.lower()] = s.name
-        out[s.name.lower()] = s.name
-    return out
+_SCANNED: dict[tuple[str, int], object] = {}
 
 
-_TAB = re.compile(r"[`:]{3,}\{(?:group-tab|tab|code-tab)\}\s+(?:\w+\s+)?(?P<title>.+)$")
+def _scanned(example):
+    """The page as the lint reads it (fences, directives and tabs nested properly), once."""
+    key = (str(example.path), hash(example.document.text))
+    if key not in _SCANNED:
+        _SCANNED[key] = scan_page(Path(example.path), example.document.text)
+    return _SCANNED[key]
 
 
 def site_for(example) -> Site | None:
+    """A ``% test: site`` marker, else the site tab that encloses the block, else the page's
+    ``site:`` front matter. (A block after a closed tab group belongs to no tab.)"""
     marker = _marker_for(example)
     if marker and marker[0] == "site":
         return load_site(marker[1])
-    text = example.document.text
-    before = text[: example.region.start].splitlines()
-    titles = _site_titles()
-    for raw in reversed(before):
-        m = _TAB.match(raw.strip())
-        if m:
-            title = m["title"].strip().lower()
-            for key, name in titles.items():
-                if title == key or title.startswith(key + " ") or title.startswith(key + "("):
-                    return load_site(name)
-            break
-    fm = _front_matter(text)
-    if "site" in fm:
-        return load_site(str(fm["site"]))
-    return None
+    page = _scanned(example)
+    line = _line(example)
+    block = next((b for b in page.blocks if b.line == line), None)
+    name = block_site(page, block)
+    return load_site(name) if name else None
 
 
 def _skip_if_marked(example, kind: str) -> None:

@@ -158,3 +158,39 @@ def test_a_run_block_runs_from_the_repository_root(tmp_path):
     (rec,) = _log(tmp_path)
     assert rec["how"] == "executed" and rec["line"] == 3
     assert rec["detail"].startswith("bash from the repository root")
+
+
+def test_a_block_after_a_closed_tab_group_has_the_page_site_not_the_last_tab():
+    from types import SimpleNamespace
+
+    from clusterkit.pagetest import site_for
+
+    text = textwrap.dedent("""\
+        ---
+        site: bede
+        ---
+        `````{tabs}
+        ````{group-tab} Summit
+        ```bash
+        jsrun -n 1 hostname
+        ```
+        ````
+        `````
+
+        ```bash
+        srun hostname
+        ```
+        """)
+    doc = _Doc(text)
+
+    def example(fence_line: int):
+        start = sum(len(ln) + 1 for ln in text.splitlines()[: fence_line - 1])
+        return SimpleNamespace(
+            path="page.md", document=doc, region=SimpleNamespace(start=start, parsed=None)
+        )
+
+    lines = text.splitlines()
+    inside = lines.index("```bash") + 1
+    after = len(lines) - lines[::-1].index("```bash")
+    assert site_for(example(inside)).name == "summit"
+    assert site_for(example(after)).name == "bede"
