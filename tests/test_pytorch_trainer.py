@@ -715,15 +715,17 @@ def test_a_checkpoint_that_cannot_be_written_is_an_error(trainer, tmp_path):
         ({"PMI_RANK": "0"}, ["--mp-start-method", "spawn"], "spawn"),
     ],
 )
-def test_data_loader_processes_start_safely_under_mpi(trainer, bare_env, env, argv, context):
+def test_data_loader_processes_start_safely_under_mpi(
+    trainer, bare_env, jpeg_folder, env, argv, context
+):
     import torch
 
     for key, value in env.items():
         bare_env.setenv(key, value)
-    args = trainer.parse_args(["--workers", "2", "--batch-size", "2", *argv])
-    images = trainer.SyntheticImages(8, 8, 10, seed=0)
-    loader, _ = trainer.make_loader(args, images, 0, 1, torch.device("cpu"), shuffle=True)
-    assert loader.num_workers == 2 and loader.persistent_workers
+    argv = ["--workers", "2", "--batch-size", "2", "--data-dir", str(jpeg_folder), *argv]
+    batches = trainer.folder_batches(trainer.parse_args(argv), "train", 0, 1, torch.device("cpu"))
+    loader = batches.loader
+    assert loader.num_workers == 2 and loader.persistent_workers and batches.images == 16
     assert loader.multiprocessing_context.get_start_method() == context
 
 
@@ -889,6 +891,19 @@ def test_a_gpu_loader_that_cannot_work_stops_at_once(trainer, jpeg_folder, argv,
         trainer.check_loader(
             args, torch.device(device, 0) if device == "cuda" else torch.device(device)
         )
+
+
+def test_gpu_decode_on_a_torchvision_without_its_decoders_points_to_dali(
+    trainer, jpeg_folder, monkeypatch
+):
+    """torchvision 0.29 deprecated its image decoders; a release without them stops the run."""
+    import torch
+
+    args = trainer.parse_args(["--loader", "gpu-decode", "--data-dir", str(jpeg_folder)])
+    trainer.check_loader(args, torch.device("cuda", 0))  # decode_jpeg is here: nothing to say
+    monkeypatch.delattr(trainer.torchvision.io, "decode_jpeg")
+    with pytest.raises(trainer.Abort, match="has no decode_jpeg; use --loader dali"):
+        trainer.check_loader(args, torch.device("cuda", 0))
 
 
 def test_a_tiny_run_falls_back_to_the_cpu_loader(trainer, jpeg_folder, capsys):

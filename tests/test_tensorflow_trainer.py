@@ -185,21 +185,10 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(straight, tmp_
     )
 
 
-def test_image_folder_with_evaluation(tmp_path):
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for cls in ("n01440764", "n01443537"):
-            folder = tmp_path / "data" / split / cls
-            folder.mkdir(parents=True)
-            for i in range(8):
-                pixels = rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(folder / f"{cls}_{i}.JPEG")
+def test_image_folder_with_evaluation(jpeg_folder, tmp_path):
     code, out, err = run(
         tmp_path,
-        *("--tiny", "--data-dir", "data", "--eval-steps", "1"),
+        *("--tiny", "--data-dir", str(jpeg_folder), "--eval-steps", "1", "--data-threads", "2"),
         env=clean_env(OMP_NUM_THREADS="2"),
     )
     assert code == 0, out + err
@@ -540,10 +529,37 @@ def test_synthetic_images_depend_only_on_seed_and_position(trainer):
     again = trainer.synthetic_sample(trainer.parse_args(["--tiny"]))
     other = trainer.synthetic_sample(trainer.parse_args(["--tiny", "--seed", "1"]))
     x, y = make(tf.constant(7, tf.int64))
-    assert x.shape == (32, 32, 3) and 0 <= int(y) < 10
+    assert x.shape == (32, 32, 3) and x.dtype == tf.uint8 and 0 <= int(y) < 10
     assert np.array_equal(x, again(tf.constant(7, tf.int64))[0])
     assert not np.array_equal(x, other(tf.constant(7, tf.int64))[0])
     assert not np.array_equal(x, make(tf.constant(8, tf.int64))[0])
+
+
+def test_images_from_files_are_cropped_by_position(trainer, jpeg_folder, tmp_path):
+    """Training crops and flips depend on (seed, position) only; evaluation takes the centre.
+    JPEGs are decoded only within the crop; a PNG goes through the general decoder."""
+    import numpy as np
+    import tensorflow as tf
+    from PIL import Image
+
+    jpeg = str(next((jpeg_folder / "train" / "n00000000").iterdir()))
+    png = str(tmp_path / "x.png")
+    with Image.open(jpeg) as im:
+        im.save(png)
+    args = trainer.parse_args(["--image-size", "24"])
+    train, held_out = trainer.file_sample(args, train=True), trainer.file_sample(args, False)
+
+    def image(load, position, path):
+        out, label = load(tf.constant(position, tf.int64), tf.constant(path), tf.constant(1))
+        assert out.dtype == tf.uint8 and out.shape == (24, 24, 3) and int(label) == 1
+        return out.numpy()
+
+    first = image(train, 7, jpeg)
+    assert np.array_equal(first, image(train, 7, jpeg))
+    assert not np.array_equal(first, image(train, 8, jpeg))
+    assert np.array_equal(image(held_out, 7, jpeg), image(held_out, 8, jpeg))
+    # the same window of the same pixels, decoded two ways
+    assert np.abs(image(held_out, 0, png).astype(int) - image(held_out, 0, jpeg)).mean() < 3
 
 
 def test_help_documents_tiny_onednn_and_the_log_format(trainer):

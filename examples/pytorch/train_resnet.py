@@ -509,9 +509,9 @@ def setup(args):
 
 # --------------------------------------------------------------------------- data
 # What the training loop iterates over, for every kind of input: an object with len() (batches
-# in an epoch), start(epoch, done) (begin that epoch's iteration after `done` batches, as a
-# resumed run must) and iteration over (images, labels). Images are uint8 (or 0-255 floats),
-# 3 x size x size, normalised on the device by ToDevice.
+# in an epoch), images (how many the data set holds), start(epoch, done) (begin that epoch's
+# iteration after `done` batches, as a resumed run must) and iteration over (images, labels).
+# Images are uint8 (or 0-255 floats), 3 x size x size, normalised on the device by ToDevice.
 def splitmix64(x: int) -> int:
     """A well-mixed 64-bit hash of x (the finaliser of the SplitMix64 generator)."""
     mask = (1 << 64) - 1
@@ -540,6 +540,7 @@ class SyntheticBatches:
         self.key, self.device = (seed, split, rank), device
         self.generator = torch.Generator(device=device)
         self.epoch = self.done = 0
+        self.images = steps * batch
 
     def __len__(self) -> int:
         return self.steps
@@ -601,6 +602,7 @@ class LoaderBatches:
 
     def __init__(self, loader, sampler, batch_size: int, after=None):
         self.loader, self.sampler, self.batch_size, self.after = loader, sampler, batch_size, after
+        self.images = len(sampler.dataset)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -842,7 +844,7 @@ class DaliBatches:
             last_batch_policy=drop,
             auto_reset=True,
         )
-        self.done = 0
+        self.done, self.images = 0, len(samples)
 
     def __len__(self) -> int:
         return len(self.iterator)
@@ -873,6 +875,11 @@ def check_loader(args, device) -> None:
         raise Abort(f"--loader {args.loader}: {problem}")
     elif args.loader == "dali":
         import_dali()
+    elif not hasattr(torchvision.io, "decode_jpeg"):  # torchvision 0.29 deprecated its decoders
+        raise Abort(
+            f"--loader gpu-decode: torchvision {torchvision.__version__} has no decode_jpeg; "
+            "use --loader dali"
+        )
 
 
 def default_workers(args, world: int, device) -> int:
@@ -1134,8 +1141,8 @@ def main(argv=None) -> int:
     batches = make_batches(args, "train", rank, world, device, num_classes)
     if len(batches) == 0:
         raise Abort(
-            f"the training images are fewer than one batch on each of {world} rank(s) "
-            f"({args.batch_size} each)"
+            f"{batches.images} training images are fewer than one batch on each of {world} "
+            f"rank(s) ({args.batch_size} each)"
         )
     steps_per_epoch = min(len(batches), args.steps_per_epoch or len(batches))
     total = args.steps or args.epochs * steps_per_epoch
