@@ -381,6 +381,7 @@ def one_line_error(trainer, capsys, argv) -> tuple[int, str]:
         (["--steps-per-epoch", "-3"], "--steps-per-epoch must be at least 1"),
         (["--workers", "-1"], "--workers and --warmup-steps cannot be negative"),
         (["--warmup-steps", "-1"], "--workers and --warmup-steps cannot be negative"),
+        (["--loader", "dali"], "--loader dali decodes the images of --data-dir: give it"),
         (["--data-dir", "/nonexistent/imagenet"], "--data-dir /nonexistent/imagenet: no such dir"),
         (["--backend", "mpi"], "--backend mpi: this PyTorch build has no MPI support"),
     ],
@@ -827,6 +828,7 @@ def test_random_crops_depend_on_the_image_and_epoch_only(trainer, jpeg_folder):
         jpeg_folder / "train", trainer.folder_transform(args, "train")
     )
     samples = trainer.SeededSamples(folder, seed=0)
+    assert len(samples) == len(folder) == 16
     torch.manual_seed(5)
     image, label = samples[(1, 3)]
     assert image.shape == (3, 24, 24) and image.dtype == torch.uint8 and label == 0
@@ -869,6 +871,16 @@ def test_gpu_decoding_path_crops_what_the_cpu_loader_crops(trainer, jpeg_folder,
     plan = trainer.CropPlan(24, train=False)
     assert plan(trainer.EncodedImage.read(jpeg))[0].dim() == 1  # bytes, for the GPU
     assert plan(trainer.EncodedImage.read(png))[0].shape == (3, 24, 24)  # decoded here
+    encoded = trainer.EncodedImage.read(jpeg)
+    torch.manual_seed(0)
+    payload, (top, left, h, w), flip = trainer.CropPlan(24, train=True)(encoded)
+    assert payload.dim() == 1 and isinstance(flip, bool)
+    assert 0 <= top <= top + h <= encoded.height and 0 <= left <= left + w <= encoded.width
+    decoder = trainer.GpuDecoder(24, cpu)
+    assert decoder.decode_all([]) == []  # a batch of PNGs only
+    decoder.batched = False  # torchvision before 0.19: one call per image
+    (one,) = decoder.decode_all([payload])
+    assert one.shape == (3, encoded.height, encoded.width)
     train = trainer.folder_batches(args, "train", 0, 1, cpu)
     assert len(train) == 3  # 16 images in batches of 5: the 16th is left out
 
@@ -879,14 +891,20 @@ def test_gpu_decoding_path_crops_what_the_cpu_loader_crops(trainer, jpeg_folder,
         (["--loader", "dali"], "cpu", "--loader dali: it decodes on a GPU and this run has none"),
         (["--loader", "gpu-decode"], "cpu", "--loader gpu-decode: it decodes on a GPU"),
         (["--loader", "dali"], "cuda", "--loader dali needs NVIDIA DALI"),
+        (["--loader", "dali"], "rocm", "--loader dali: DALI is built for NVIDIA GPUs only"),
     ],
 )
-def test_a_gpu_loader_that_cannot_work_stops_at_once(trainer, jpeg_folder, argv, device, message):
+def test_a_gpu_loader_that_cannot_work_stops_at_once(
+    trainer, jpeg_folder, monkeypatch, argv, device, message
+):
     import torch
 
     args = trainer.parse_args([*argv, "--data-dir", str(jpeg_folder)])
     if device == "cuda" and importlib.util.find_spec("nvidia.dali") is not None:
         pytest.skip("DALI is installed here")
+    if device == "rocm":  # ROCm builds of PyTorch call their GPUs cuda too
+        monkeypatch.setattr(torch.version, "hip", "6.2")
+        device = "cuda"
     with pytest.raises(trainer.Abort, match=message):
         trainer.check_loader(
             args, torch.device(device, 0) if device == "cuda" else torch.device(device)
@@ -914,6 +932,79 @@ def test_a_tiny_run_falls_back_to_the_cpu_loader(trainer, jpeg_folder, capsys):
     assert args.loader == "cpu" and "--tiny uses the CPU loader instead" in capsys.readouterr().err
 
 
+def dali_stand_in(monkeypatch, batches: int):
+    """nvidia.dali and its PyTorch plugin, stood in (DALI decodes on NVIDIA GPUs only): fn records
+    the pipeline's operators, the iterator hands out `batches` batches of 4 CPU images."""
+    import types
+    from unittest import mock
+
+    import torch
+
+    made = {"pipelines": []}
+    fn = mock.MagicMock()
+    fn.readers.file.return_value = (mock.MagicMock(name="jpegs"), mock.MagicMock(name="labels"))
+
+    def pipeline_def(**settings):
+        made["settings"] = settings
+        return lambda body: lambda: made["pipelines"].append(body()) or "pipeline"
+
+    class Iterator:
+        def __init__(self, pipelines, names, **options):
+            made["iterator"] = (pipelines, names, options)
+
+        def __len__(self):
+            return batches
+
+        def __iter__(self):
+            for i in range(batches):
+                labels = torch.full((4, 1), i, dtype=torch.int32)
+                yield [{"images": torch.zeros(4, 3, 8, 8, dtype=torch.uint8), "labels": labels}]
+
+    policy = types.SimpleNamespace(DROP="drop", PARTIAL="partial")
+    dali = types.ModuleType("nvidia.dali")
+    dali.fn, dali.pipeline_def, dali.types = fn, pipeline_def, mock.MagicMock()
+    plugin = types.ModuleType("nvidia.dali.plugin.pytorch")
+    plugin.DALIGenericIterator, plugin.LastBatchPolicy = Iterator, policy
+    monkeypatch.setitem(sys.modules, "nvidia.dali", dali)
+    monkeypatch.setitem(sys.modules, "nvidia.dali.plugin", types.ModuleType("nvidia.dali.plugin"))
+    monkeypatch.setitem(sys.modules, "nvidia.dali.plugin.pytorch", plugin)
+    return fn, made
+
+
+def test_the_dali_pipeline_reads_the_rank_s_shard_and_resumes_mid_epoch(
+    trainer, jpeg_folder, monkeypatch
+):
+    import torch
+
+    fn, made = dali_stand_in(monkeypatch, batches=4)
+    argv = ["--loader", "dali", "--data-dir", str(jpeg_folder), "--workers", "3"]
+    args = trainer.parse_args([*argv, "--batch-size", "4"])
+    gpu = torch.device("cuda", 0)
+    trainer.check_loader(args, gpu)  # DALI is "installed": nothing to say
+    train = trainer.make_batches(args, "train", 1, 2, gpu, num_classes=2)
+    assert len(train) == 4 and train.images == 16
+    assert made["settings"] == {
+        "batch_size": 4,
+        "num_threads": 3,
+        "device_id": 0,
+        "seed": trainer.seed_of(0, 1),
+    }
+    read = fn.readers.file.call_args.kwargs
+    assert (read["shard_id"], read["num_shards"], read["random_shuffle"]) == (1, 2, True)
+    assert len(read["files"]) == 16 and sorted(read["labels"]) == [0] * 8 + [1] * 8
+    assert fn.decoders.image_random_crop.call_args.kwargs["device"] == "mixed"
+    assert made["iterator"][2]["last_batch_policy"] == "drop"
+    train.start(epoch=3, done=1)  # resumed after the first step of an epoch
+    got = list(train)
+    assert [labels.tolist() for _, labels in got] == [[0] * 4, [1] * 4, [2] * 4]
+    assert all(labels.dtype == torch.int64 for _, labels in got)
+
+    trainer.make_batches(args, "val", 1, 2, gpu, num_classes=2)  # the centre, every image
+    assert fn.decoders.image.call_args.kwargs["device"] == "mixed"
+    assert fn.readers.file.call_args.kwargs["random_shuffle"] is False
+    assert made["iterator"][2]["last_batch_policy"] == "partial" and len(made["pipelines"]) == 2
+
+
 @pytest.mark.parametrize(
     ("argv", "device", "expected"),
     [
@@ -922,14 +1013,27 @@ def test_a_tiny_run_falls_back_to_the_cpu_loader(trainer, jpeg_folder, capsys):
         (["--data-dir", "DATA"], "cuda", 15),
         (["--data-dir", "DATA", "--loader", "gpu-decode"], "cuda", 4),
         (["--data-dir", "DATA", "--loader", "dali"], "cuda", 15),
+        (["--data-dir", "DATA", "--workers", "3"], "cuda", 3),  # given: taken as it is
     ],
 )
-def test_default_loader_workers(trainer, bare_env, jpeg_folder, argv, device, expected):
+def test_loader_workers(trainer, bare_env, jpeg_folder, argv, device, expected):
     import torch
 
     bare_env.setenv("SLURM_CPUS_PER_TASK", "16")
     argv = [str(jpeg_folder) if a == "DATA" else a for a in argv]
-    assert trainer.default_workers(trainer.parse_args(argv), 1, torch.device(device)) == expected
+    assert trainer.loader_workers(trainer.parse_args(argv), 1, torch.device(device)) == expected
+
+
+def test_loader_workers_outside_slurm_share_the_cores_among_the_node_s_ranks(
+    trainer, bare_env, jpeg_folder
+):
+    import torch
+
+    cores = len(os.sched_getaffinity(0))
+    bare_env.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun: two ranks on this node
+    args = trainer.parse_args(["--data-dir", str(jpeg_folder)])
+    assert trainer.cores_per_rank(2) == max(1, cores // 2)
+    assert trainer.loader_workers(args, 2, torch.device("cuda")) == max(1, cores // 2 - 1)
 
 
 def test_help_documents_tiny_the_learning_rate_rule_and_the_log_format(trainer):

@@ -882,10 +882,12 @@ def check_loader(args, device) -> None:
         )
 
 
-def default_workers(args, world: int, device) -> int:
-    """Loader processes (DALI threads) per rank when --workers is not given: all the rank's
-    cores but the one the training loop runs on, for decoding on the CPU; fewer for the GPU
-    loaders, whose workers only read files; none for synthetic data, made on the device."""
+def loader_workers(args, world: int, device) -> int:
+    """Loader processes (DALI threads) per rank: --workers, or by default all the rank's cores
+    but the one the training loop runs on, for decoding on the CPU; fewer for the GPU loaders,
+    whose workers only read files; none for synthetic data, made on the device."""
+    if args.workers is not None:
+        return args.workers
     if args.data_dir is None:
         return 0
     if device.type != "cuda":
@@ -1129,8 +1131,7 @@ def main(argv=None) -> int:
 
     # ----- data
     check_loader(args, device)
-    if args.workers is None:
-        args.workers = default_workers(args, world, device)
+    args.workers = loader_workers(args, world, device)
     num_classes = args.num_classes
     if args.data_dir is not None:
         from torchvision.datasets.folder import find_classes
@@ -1254,7 +1255,7 @@ def main(argv=None) -> int:
             if preempted or step >= total or step % steps_per_epoch == 0:
                 break
 
-    if device.type == "cuda":
+    if device.type == "cuda":  # the last steps' kernels finish before the clock stops
         torch.cuda.synchronize()
     end = time.perf_counter()
     if saved_at != step:  # the final (or preemption) checkpoint, outside the timing

@@ -92,8 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir",
         type=Path,
-        help="ImageNet-style folder with train/<class>/*.JPEG (and optionally val/<class>/); "
-        "synthetic images if omitted",
+        help="ImageNet-style folder with train/<class>/*.JPEG (and optionally val/<class>/), "
+        "read by tf.data: files decoded in parallel on the CPU (of a JPEG only the crop window), "
+        "batches prefetched while the GPU trains; synthetic images if omitted. NVIDIA DALI's "
+        "TensorFlow plugin is not offered: pip compiles it against the TensorFlow release at "
+        "hand unless that is one of the newest (a C++ compiler and the CUDA headers on the "
+        "node), it runs on NVIDIA GPUs only (ARCHER2's and Frontier's are AMD), and its readers "
+        "keep their own order, so a resumed run would not see the images an uninterrupted one "
+        "sees",
     )
     p.add_argument(
         "--data-threads",
