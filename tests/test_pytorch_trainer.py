@@ -795,6 +795,7 @@ def test_learning_rate_warms_up_then_decays(trainer):
     assert lrs[4] == 0.4 and all(a > b for a, b in itertools.pairwise(lrs[4:])) and lrs[-1] > 0
 
 
+@pytest.mark.stack
 def test_synthetic_batches_depend_only_on_seed_rank_epoch_and_step(trainer):
     import torch
 
@@ -817,6 +818,7 @@ def test_synthetic_batches_depend_only_on_seed_rank_epoch_and_step(trainer):
     assert not torch.equal(whole[4][0], images)
 
 
+@pytest.mark.stack
 def test_random_crops_depend_on_the_image_and_epoch_only(trainer, jpeg_folder):
     """What exact resume on an image folder rests on: sample (epoch, i) is the same whichever
     process makes it, and making it leaves the caller's random stream alone."""
@@ -839,6 +841,7 @@ def test_random_crops_depend_on_the_image_and_epoch_only(trainer, jpeg_folder):
     assert len(crops) == 4  # a new crop each epoch
 
 
+@pytest.mark.stack
 def test_gpu_decoding_path_crops_what_the_cpu_loader_crops(trainer, jpeg_folder, tmp_path):
     """--loader gpu-decode's pieces, run on the CPU: loader processes read the files and plan the
     crops, the decoder decodes, crops and resizes. A PNG among the JPEGs is decoded the CPU's

@@ -522,6 +522,7 @@ def test_learning_rate_scales_warms_up_then_decays(trainer):
     assert all(a > b for a, b in pairwise(lrs[4:])) and lrs[-1] > 0
 
 
+@pytest.mark.stack
 def test_synthetic_images_depend_only_on_seed_and_position(trainer):
     import numpy as np
     import tensorflow as tf
@@ -536,6 +537,7 @@ def test_synthetic_images_depend_only_on_seed_and_position(trainer):
     assert not np.array_equal(x, make(tf.constant(8, tf.int64))[0])
 
 
+@pytest.mark.stack
 def test_images_from_files_are_cropped_by_position(trainer, jpeg_folder, tmp_path):
     """Training crops and flips depend on (seed, position) only; evaluation takes the centre.
     JPEGs are decoded only within the crop; a PNG goes through the general decoder."""
