@@ -3,10 +3,10 @@
 
 Both train the same model with the same batch, precision, memory format and optimizer on the
 same device, one process each. The plain loop feeds one batch that already sits on the device;
-the trainer makes its synthetic batches on the CPU (in --workers loader processes) and copies
-them over, and checks for preemption at every step, so the ratio is what the trainer's input
-pipeline and bookkeeping cost. Prints one JSON record (hardware, versions, settings, date,
-commit); ``--output FILE`` also writes it. Not a test: the figures depend on the machine.
+the trainer makes a new synthetic batch on the device every step and checks for preemption at
+every step, so the ratio is what the trainer's input pipeline and bookkeeping cost. Prints one
+JSON record (hardware, versions, settings, date, commit); ``--output FILE`` also writes it.
+Not a test: the figures depend on the machine.
 
     python benchmarks/bench_pytorch.py --device cpu --batch-size 8 --image-size 64 --steps 10
     python benchmarks/bench_pytorch.py --device cuda --batch-size 256 --precision bf16 \\

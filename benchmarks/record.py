@@ -75,6 +75,25 @@ def git_commit() -> str | None:
     return r.stdout.strip() or None
 
 
+def header(hardware: dict, software: dict) -> dict:
+    """What every record starts with: when, which commit, on what, with which versions."""
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "hardware": hardware,
+        "software": {"python": platform.python_version(), **software},
+    }
+
+
+def write(record: dict, output: Path | None) -> None:
+    """Print the record as JSON; also write it to output when given."""
+    text = json.dumps(record, indent=2)
+    print(text)
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text + "\n")
+
+
 def emit(
     args,
     benchmark: str,
@@ -88,21 +107,14 @@ def emit(
     ours, plain = max(runs["trainer"]), max(runs["plain"])
     record = {
         "benchmark": benchmark,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "hardware": hardware,
-        "software": {"python": platform.python_version(), **software},
+        **header(hardware, software),
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "trainer_command": command,
         "img_s": {trainer_name: round(ours, 1), "plain loop": round(plain, 1)},
         "ratio": round(ours / plain, 3),
         "all_runs_img_s": {k: [round(v, 1) for v in vs] for k, vs in runs.items()},
     }
-    text = json.dumps(record, indent=2)
-    print(text)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
+    write(record, args.output)
 
 
 def add_common_arguments(p, *, gpu: bool) -> None:

@@ -72,3 +72,22 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def benchmark_module(name: str):
+    """A script of benchmarks/ imported as a module (they are files to copy, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def jpeg_folder(tmp_path_factory) -> Path:
+    """A tiny ImageNet-style folder from benchmarks/make_jpeg_folder.py: 2 classes, 8 training
+    and 2 validation images each, 64x48 pixels."""
+    root = tmp_path_factory.mktemp("jpegs")
+    benchmark_module("make_jpeg_folder").make_folder(root, 2, 8, 2, size=(64, 48))
+    return root

@@ -130,12 +130,12 @@ def test_single_process_tiny_run(straight):
     assert [r.fields["step"] for r in records(out, "checkpoint")] == [4, 8, 10]
 
 
-def test_resume_after_sigusr1_is_exact(straight, tmp_path):
-    """Stop with SIGUSR1 part-way, resume: same steps, bit-identical weights."""
+def stopped_at_step_2(cwd: Path, args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str]:
+    """Start a run, send it SIGUSR1 once it logs step 2: the step it stopped at, its output."""
     proc = subprocess.Popen(
-        [sys.executable, str(TRAINER), *SMALL, "--checkpoint-every", "100"],
-        cwd=tmp_path,
-        env=clean_env(**TINY_ENV),
+        [sys.executable, str(TRAINER), *args],
+        cwd=cwd,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -151,12 +151,20 @@ def test_resume_after_sigusr1_is_exact(straight, tmp_path):
         rest, _ = proc.communicate(timeout=TIMEOUT)
     finally:
         proc.kill()
-    first = "".join(lines) + rest
-    assert proc.returncode == 0, first
-    (stopped,) = records(first, "preempted")
+    out = "".join(lines) + rest
+    assert proc.returncode == 0, out
+    (stopped,) = records(out, "preempted")
     at = stopped.fields["step"]
+    assert f"[checkpoint] step={at} " in out
+    return at, out
+
+
+def test_resume_after_sigusr1_is_exact(straight, tmp_path):
+    """Stop with SIGUSR1 part-way, resume: same steps, bit-identical weights."""
+    at, first = stopped_at_step_2(
+        tmp_path, (*SMALL, "--checkpoint-every", "100"), clean_env(**TINY_ENV)
+    )
     assert 2 <= at < STEPS, first
-    assert f"[checkpoint] step={at} " in first
 
     second = run(tmp_path, *SMALL, "--checkpoint-every", "100", env=clean_env(**TINY_ENV))
     assert second.returncode == 0, second.stderr
@@ -182,25 +190,36 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(straight, tmp_
     )
 
 
-def test_image_folder_with_evaluation(tmp_path):
-    from PIL import Image
-
-    pixels = bytes(range(256)) * 100
-    for split in ("train", "val"):
-        for c, cls in enumerate(("n01440764", "n01443537")):
-            folder = tmp_path / "data" / split / cls
-            folder.mkdir(parents=True)
-            for i in range(8):
-                start = (c * 31 + i * 7) % 256
-                image = Image.frombytes("RGB", (48, 40), pixels[start : start + 48 * 40 * 3])
-                image.save(folder / f"{cls}_{i}.JPEG")
-    r = run(tmp_path, "--tiny", "--arch", "resnet18", "--data-dir", "data", "--eval-every-epoch")
+def test_image_folder_with_evaluation(jpeg_folder, tmp_path):
+    data = str(jpeg_folder)
+    r = run(tmp_path, "--tiny", "--arch", "resnet18", "--data-dir", data, "--eval-every-epoch")
     assert r.returncode == 0, r.stderr
     assert steps(r.stdout) == [2, 4, 6]
     evals = records(r.stdout, "eval")
     assert [e.fields["epoch"] for e in evals] == [0, 1]  # 16 images / 4 -> epochs of 3 steps
     assert all(0 <= e.fields["top1"] <= e.fields["top5"] <= 1 for e in evals)
     assert records(r.stdout, "summary")
+
+
+@pytest.mark.slow
+def test_resume_on_an_image_folder_with_a_loader_process_is_exact(jpeg_folder, tmp_path):
+    """Random crops come from (seed, epoch, image), not from a loader process's random stream:
+    a run stopped and resumed ends with the weights of an uninterrupted one."""
+    flags = (*SMALL, "--device", "cpu", "--data-dir", str(jpeg_folder), "--workers", "1")
+    flags += ("--image-size", "32", "--batch-size", "4", "--steps", "8")
+    flags += ("--steps-per-epoch", "3", "--checkpoint-every", "100")
+    env = clean_env(OMP_NUM_THREADS="2")
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir()
+    parts.mkdir()
+    straight_run = run(whole, *flags, env=env)
+    assert straight_run.returncode == 0, straight_run.stderr
+    at, first = stopped_at_step_2(parts, flags, env)
+    assert 2 <= at < 8, first
+    second = run(parts, *flags, env=env)
+    assert second.returncode == 0, second.stderr
+    assert steps(first) + steps(second.stdout) == list(range(1, 9))
+    assert_same_weights(final_state(whole / "checkpoints"), final_state(parts / "checkpoints"))
 
 
 # --------------------------------------------------------------------------- two ranks
@@ -362,6 +381,7 @@ def one_line_error(trainer, capsys, argv) -> tuple[int, str]:
         (["--steps-per-epoch", "-3"], "--steps-per-epoch must be at least 1"),
         (["--workers", "-1"], "--workers and --warmup-steps cannot be negative"),
         (["--warmup-steps", "-1"], "--workers and --warmup-steps cannot be negative"),
+        (["--loader", "dali"], "--loader dali decodes the images of --data-dir: give it"),
         (["--data-dir", "/nonexistent/imagenet"], "--data-dir /nonexistent/imagenet: no such dir"),
         (["--backend", "mpi"], "--backend mpi: this PyTorch build has no MPI support"),
     ],
@@ -696,15 +716,17 @@ def test_a_checkpoint_that_cannot_be_written_is_an_error(trainer, tmp_path):
         ({"PMI_RANK": "0"}, ["--mp-start-method", "spawn"], "spawn"),
     ],
 )
-def test_data_loader_processes_start_safely_under_mpi(trainer, bare_env, env, argv, context):
+def test_data_loader_processes_start_safely_under_mpi(
+    trainer, bare_env, jpeg_folder, env, argv, context
+):
     import torch
 
     for key, value in env.items():
         bare_env.setenv(key, value)
-    args = trainer.parse_args(["--workers", "2", "--batch-size", "2", *argv])
-    images = trainer.SyntheticImages(8, 8, 10, seed=0)
-    loader, _ = trainer.make_loader(args, images, 0, 1, torch.device("cpu"), shuffle=True)
-    assert loader.num_workers == 2 and loader.persistent_workers
+    argv = ["--workers", "2", "--batch-size", "2", "--data-dir", str(jpeg_folder), *argv]
+    batches = trainer.folder_batches(trainer.parse_args(argv), "train", 0, 1, torch.device("cpu"))
+    loader = batches.loader
+    assert loader.num_workers == 2 and loader.persistent_workers and batches.images == 16
     assert loader.multiprocessing_context.get_start_method() == context
 
 
@@ -773,16 +795,248 @@ def test_learning_rate_warms_up_then_decays(trainer):
     assert lrs[4] == 0.4 and all(a > b for a, b in itertools.pairwise(lrs[4:])) and lrs[-1] > 0
 
 
-def test_synthetic_images_depend_only_on_seed_and_index(trainer):
+@pytest.mark.stack
+def test_synthetic_batches_depend_only_on_seed_rank_epoch_and_step(trainer):
     import torch
 
-    a = trainer.SyntheticImages(100, 16, 10, seed=1)
-    b = trainer.SyntheticImages(5, 16, 10, seed=1)
-    assert torch.equal(a[3][0], b[3][0]) and a[3][1] == b[3][1]
-    assert a[3][0].dtype == torch.uint8 and a[3][0].shape == (3, 16, 16)
-    assert not torch.equal(a[3][0], trainer.SyntheticImages(100, 16, 10, seed=2)[3][0])
-    assert not torch.equal(a[3][0], trainer.SyntheticImages(100, 16, 10, seed=1, split=1)[3][0])
-    assert not torch.equal(a[3][0], a[4][0])
+    cpu = torch.device("cpu")
+
+    def batches(seed=1, rank=0, split=0, epoch=2, done=0):
+        b = trainer.SyntheticBatches(5, 4, 16, 10, seed, rank, cpu, split=split)
+        b.start(epoch, done)
+        return list(b)
+
+    whole = batches()
+    images, labels = whole[3]
+    assert len(whole) == 5 and images.dtype == torch.uint8 and images.shape == (4, 3, 16, 16)
+    assert labels.shape == (4,) and 0 <= labels.min() <= labels.max() < 10
+    resumed = batches(done=3)  # what a run resumed after step 3 of the epoch gets
+    assert len(resumed) == 2 and torch.equal(resumed[0][0], images)
+    assert torch.equal(resumed[0][1], labels)
+    for other in (batches(seed=2), batches(rank=1), batches(split=1), batches(epoch=3)):
+        assert not torch.equal(other[3][0], images)
+    assert not torch.equal(whole[4][0], images)
+
+
+@pytest.mark.stack
+def test_random_crops_depend_on_the_image_and_epoch_only(trainer, jpeg_folder):
+    """What exact resume on an image folder rests on: sample (epoch, i) is the same whichever
+    process makes it, and making it leaves the caller's random stream alone."""
+    import torch
+    import torchvision
+
+    args = trainer.parse_args(["--data-dir", str(jpeg_folder), "--image-size", "24"])
+    folder = torchvision.datasets.ImageFolder(
+        jpeg_folder / "train", trainer.folder_transform(args, "train")
+    )
+    samples = trainer.SeededSamples(folder, seed=0)
+    assert len(samples) == len(folder) == 16
+    torch.manual_seed(5)
+    image, label = samples[(1, 3)]
+    assert image.shape == (3, 24, 24) and image.dtype == torch.uint8 and label == 0
+    after = torch.rand(1)
+    torch.manual_seed(5)
+    assert torch.equal(samples[(1, 3)][0], image) and torch.equal(torch.rand(1), after)
+    crops = {bytes(samples[(epoch, 3)][0].flatten().tolist()) for epoch in range(4)}
+    assert len(crops) == 4  # a new crop each epoch
+
+
+@pytest.mark.stack
+def test_gpu_decoding_path_crops_what_the_cpu_loader_crops(trainer, jpeg_folder, tmp_path):
+    """--loader gpu-decode's pieces, run on the CPU: loader processes read the files and plan the
+    crops, the decoder decodes, crops and resizes. A PNG among the JPEGs is decoded the CPU's
+    way. The centre crops match those of the CPU loader but for resampling differences."""
+    import shutil
+
+    import torch
+    import torchvision
+    from PIL import Image
+
+    data = tmp_path / "data"
+    shutil.copytree(jpeg_folder, data)
+    with Image.open(data / "val" / "n00000000" / "n00000000_0.JPEG") as im:
+        im.save(data / "val" / "n00000000" / "n00000000_png.png")
+    args = trainer.parse_args(["--data-dir", str(data), "--image-size", "24", "--batch-size", "5"])
+    args.workers, args.loader = 0, "gpu-decode"
+    cpu = torch.device("cpu")
+    planned = trainer.folder_batches(args, "val", 0, 1, cpu)
+    planned.start(0, 0)
+    args.loader = "cpu"
+    plain = trainer.folder_batches(args, "val", 0, 1, cpu)
+    plain.start(0, 0)
+    (images, labels), (expected, expected_labels) = next(iter(planned)), next(iter(plain))
+    assert images.shape == (5, 3, 24, 24) and images.dtype == torch.float32
+    assert torch.equal(labels, expected_labels) and labels.tolist() == [0, 0, 0, 1, 1]
+    # the same regions, but for resampling: 4x4 averages within 8 of 255 (another image's: 35+)
+    pooled = [torch.nn.functional.avg_pool2d(x.float(), 4) for x in (images, expected)]
+    assert (pooled[0] - pooled[1]).abs().mean(dim=(1, 2, 3)).max() < 8
+    jpeg, png = (p for p, _ in torchvision.datasets.ImageFolder(data / "val").samples[1:3])
+    plan = trainer.CropPlan(24, train=False)
+    assert plan(trainer.EncodedImage.read(jpeg))[0].dim() == 1  # bytes, for the GPU
+    assert plan(trainer.EncodedImage.read(png))[0].shape == (3, 24, 24)  # decoded here
+    encoded = trainer.EncodedImage.read(jpeg)
+    torch.manual_seed(0)
+    payload, (top, left, h, w), flip = trainer.CropPlan(24, train=True)(encoded)
+    assert payload.dim() == 1 and isinstance(flip, bool)
+    assert 0 <= top <= top + h <= encoded.height and 0 <= left <= left + w <= encoded.width
+    decoder = trainer.GpuDecoder(24, cpu)
+    assert decoder.decode_all([]) == []  # a batch of PNGs only
+    decoder.batched = False  # torchvision before 0.19: one call per image
+    (one,) = decoder.decode_all([payload])
+    assert one.shape == (3, encoded.height, encoded.width)
+    train = trainer.folder_batches(args, "train", 0, 1, cpu)
+    assert len(train) == 3  # 16 images in batches of 5: the 16th is left out
+
+
+@pytest.mark.parametrize(
+    ("argv", "device", "message"),
+    [
+        (["--loader", "dali"], "cpu", "--loader dali: it decodes on a GPU and this run has none"),
+        (["--loader", "gpu-decode"], "cpu", "--loader gpu-decode: it decodes on a GPU"),
+        (["--loader", "dali"], "cuda", "--loader dali needs NVIDIA DALI"),
+        (["--loader", "dali"], "rocm", "--loader dali: DALI is built for NVIDIA GPUs only"),
+    ],
+)
+def test_a_gpu_loader_that_cannot_work_stops_at_once(
+    trainer, jpeg_folder, monkeypatch, argv, device, message
+):
+    import torch
+
+    args = trainer.parse_args([*argv, "--data-dir", str(jpeg_folder)])
+    if device == "cuda" and importlib.util.find_spec("nvidia.dali") is not None:
+        pytest.skip("DALI is installed here")
+    if device == "rocm":  # ROCm builds of PyTorch call their GPUs cuda too
+        monkeypatch.setattr(torch.version, "hip", "6.2")
+        device = "cuda"
+    with pytest.raises(trainer.Abort, match=message):
+        trainer.check_loader(
+            args, torch.device(device, 0) if device == "cuda" else torch.device(device)
+        )
+
+
+def test_gpu_decode_on_a_torchvision_without_its_decoders_points_to_dali(
+    trainer, jpeg_folder, monkeypatch
+):
+    """torchvision 0.29 deprecated its image decoders; a release without them stops the run."""
+    import torch
+
+    args = trainer.parse_args(["--loader", "gpu-decode", "--data-dir", str(jpeg_folder)])
+    trainer.check_loader(args, torch.device("cuda", 0))  # decode_jpeg is here: nothing to say
+    monkeypatch.delattr(trainer.torchvision.io, "decode_jpeg")
+    with pytest.raises(trainer.Abort, match="has no decode_jpeg; use --loader dali"):
+        trainer.check_loader(args, torch.device("cuda", 0))
+
+
+def test_a_tiny_run_falls_back_to_the_cpu_loader(trainer, jpeg_folder, capsys):
+    import torch
+
+    args = trainer.parse_args(["--tiny", "--loader", "dali", "--data-dir", str(jpeg_folder)])
+    trainer.check_loader(args, torch.device("cpu"))
+    assert args.loader == "cpu" and "--tiny uses the CPU loader instead" in capsys.readouterr().err
+
+
+def dali_stand_in(monkeypatch, batches: int):
+    """nvidia.dali and its PyTorch plugin, stood in (DALI decodes on NVIDIA GPUs only): fn records
+    the pipeline's operators, the iterator hands out `batches` batches of 4 CPU images."""
+    import types
+    from unittest import mock
+
+    import torch
+
+    made = {"pipelines": []}
+    fn = mock.MagicMock()
+    fn.readers.file.return_value = (mock.MagicMock(name="jpegs"), mock.MagicMock(name="labels"))
+
+    def pipeline_def(**settings):
+        made["settings"] = settings
+        return lambda body: lambda: made["pipelines"].append(body()) or "pipeline"
+
+    class Iterator:
+        def __init__(self, pipelines, names, **options):
+            made["iterator"] = (pipelines, names, options)
+
+        def __len__(self):
+            return batches
+
+        def __iter__(self):
+            for i in range(batches):
+                labels = torch.full((4, 1), i, dtype=torch.int32)
+                yield [{"images": torch.zeros(4, 3, 8, 8, dtype=torch.uint8), "labels": labels}]
+
+    policy = types.SimpleNamespace(DROP="drop", PARTIAL="partial")
+    dali = types.ModuleType("nvidia.dali")
+    dali.fn, dali.pipeline_def, dali.types = fn, pipeline_def, mock.MagicMock()
+    plugin = types.ModuleType("nvidia.dali.plugin.pytorch")
+    plugin.DALIGenericIterator, plugin.LastBatchPolicy = Iterator, policy
+    monkeypatch.setitem(sys.modules, "nvidia.dali", dali)
+    monkeypatch.setitem(sys.modules, "nvidia.dali.plugin", types.ModuleType("nvidia.dali.plugin"))
+    monkeypatch.setitem(sys.modules, "nvidia.dali.plugin.pytorch", plugin)
+    return fn, made
+
+
+def test_the_dali_pipeline_reads_the_rank_s_shard_and_resumes_mid_epoch(
+    trainer, jpeg_folder, monkeypatch
+):
+    import torch
+
+    fn, made = dali_stand_in(monkeypatch, batches=4)
+    argv = ["--loader", "dali", "--data-dir", str(jpeg_folder), "--workers", "3"]
+    args = trainer.parse_args([*argv, "--batch-size", "4"])
+    gpu = torch.device("cuda", 0)
+    trainer.check_loader(args, gpu)  # DALI is "installed": nothing to say
+    train = trainer.make_batches(args, "train", 1, 2, gpu, num_classes=2)
+    assert len(train) == 4 and train.images == 16
+    assert made["settings"] == {
+        "batch_size": 4,
+        "num_threads": 3,
+        "device_id": 0,
+        "seed": trainer.seed_of(0, 1),
+    }
+    read = fn.readers.file.call_args.kwargs
+    assert (read["shard_id"], read["num_shards"], read["random_shuffle"]) == (1, 2, True)
+    assert len(read["files"]) == 16 and sorted(read["labels"]) == [0] * 8 + [1] * 8
+    assert fn.decoders.image_random_crop.call_args.kwargs["device"] == "mixed"
+    assert made["iterator"][2]["last_batch_policy"] == "drop"
+    train.start(epoch=3, done=1)  # resumed after the first step of an epoch
+    got = list(train)
+    assert [labels.tolist() for _, labels in got] == [[0] * 4, [1] * 4, [2] * 4]
+    assert all(labels.dtype == torch.int64 for _, labels in got)
+
+    trainer.make_batches(args, "val", 1, 2, gpu, num_classes=2)  # the centre, every image
+    assert fn.decoders.image.call_args.kwargs["device"] == "mixed"
+    assert fn.readers.file.call_args.kwargs["random_shuffle"] is False
+    assert made["iterator"][2]["last_batch_policy"] == "partial" and len(made["pipelines"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "device", "expected"),
+    [
+        ([], "cuda", 0),  # synthetic batches are made on the device
+        (["--data-dir", "DATA"], "cpu", 1),
+        (["--data-dir", "DATA"], "cuda", 15),
+        (["--data-dir", "DATA", "--loader", "gpu-decode"], "cuda", 4),
+        (["--data-dir", "DATA", "--loader", "dali"], "cuda", 15),
+        (["--data-dir", "DATA", "--workers", "3"], "cuda", 3),  # given: taken as it is
+    ],
+)
+def test_loader_workers(trainer, bare_env, jpeg_folder, argv, device, expected):
+    import torch
+
+    bare_env.setenv("SLURM_CPUS_PER_TASK", "16")
+    argv = [str(jpeg_folder) if a == "DATA" else a for a in argv]
+    assert trainer.loader_workers(trainer.parse_args(argv), 1, torch.device(device)) == expected
+
+
+def test_loader_workers_outside_slurm_share_the_cores_among_the_node_s_ranks(
+    trainer, bare_env, jpeg_folder
+):
+    import torch
+
+    cores = len(os.sched_getaffinity(0))
+    bare_env.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun: two ranks on this node
+    args = trainer.parse_args(["--data-dir", str(jpeg_folder)])
+    assert trainer.cores_per_rank(2) == max(1, cores // 2)
+    assert trainer.loader_workers(args, 2, torch.device("cuda")) == max(1, cores // 2 - 1)
 
 
 def test_help_documents_tiny_the_learning_rate_rule_and_the_log_format(trainer):

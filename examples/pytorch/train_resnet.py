@@ -126,7 +126,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, default=64, metavar="N", help="images per rank per step"
     )
     data.add_argument(
-        "--workers", type=int, default=4, metavar="N", help="data loader processes per rank"
+        "--loader",
+        choices=["cpu", "gpu-decode", "dali"],
+        default="cpu",
+        help="how --data-dir images are decoded: cpu (in the loader processes, with PIL), "
+        "gpu-decode (the loader processes read the files, the GPU decodes them with nvJPEG "
+        "through torchvision), dali (NVIDIA DALI reads, decodes on the GPU and augments; "
+        "pip install nvidia-dali-cuda120 or -cuda130)",
+    )
+    data.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="data loader processes per rank (DALI threads with --loader dali); by default "
+        "the rank's cores but one for --loader cpu on a GPU (at most 32), up to 4 for "
+        "gpu-decode, 16 for dali, 1 when training on the CPU, none for synthetic data",
     )
     data.add_argument(
         "--mp-start-method",
@@ -243,8 +257,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("steps", "steps_per_epoch"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.workers < 0 or args.warmup_steps < 0:
+    if (args.workers or 0) < 0 or args.warmup_steps < 0:
         parser.error("--workers and --warmup-steps cannot be negative")
+    if args.loader != "cpu" and args.data_dir is None:
+        parser.error(f"--loader {args.loader} decodes the images of --data-dir: give it")
     if args.data_dir is not None:
         problem = check_image_folder(args.data_dir, "train")
         if problem is None and args.eval_every_epoch:
@@ -341,6 +357,16 @@ def ranks_per_node(world: int) -> int:
         if m:
             return int(m[0])
     return world  # assume they all share one node
+
+
+def cores_per_rank(world: int) -> int:
+    """The cores each rank of this node may use: Slurm's --cpus-per-task, else the cores this
+    process may run on shared among the node's ranks."""
+    per_task = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if per_task.isdigit():
+        return int(per_task)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // min(world, ranks_per_node(world)))
 
 
 def limit_threads(launcher: str, rank: int, world: int) -> None:
@@ -442,6 +468,12 @@ def setup(args):
         device = torch.device("cpu")
     if args.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
+        # ... without also filling every new tensor with NaN first (newer PyTorch releases do in
+        # deterministic mode): no kernel used here reads memory it has not written, and the
+        # filling costs a few per cent of a CPU run
+        fill = getattr(torch.utils, "deterministic", None)
+        if hasattr(fill, "fill_uninitialized_memory"):
+            fill.fill_uninitialized_memory = False
     limit_threads(launcher, rank, world)
 
     backend = args.backend
@@ -476,27 +508,10 @@ def setup(args):
 
 
 # --------------------------------------------------------------------------- data
-class SyntheticImages(Dataset):
-    """Random uint8 images and labels; sample i depends only on (seed, split, i), so a resumed
-    run sees exactly the batches that an uninterrupted one would have seen."""
-
-    def __init__(self, length: int, size: int, classes: int, seed: int, split: int = 0):
-        self.length, self.size, self.classes = length, size, classes
-        self.base = (seed << 42) + (split << 40)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int):
-        # The CPU generator keeps only 32 bits of its seed: mix all 64 bits into those.
-        g = torch.Generator().manual_seed(splitmix64(self.base + index) & 0xFFFFFFFF)
-        n = 3 * self.size * self.size
-        # random 64-bit integers viewed as bytes: ten times faster than randint on uint8
-        words = torch.randint(-(2**63), 2**63 - 1, ((n + 7) // 8,), dtype=torch.int64, generator=g)
-        image = words.view(torch.uint8)[:n].view(3, self.size, self.size)
-        return image, int(torch.randint(self.classes, (1,), generator=g))
-
-
+# What the training loop iterates over, for every kind of input: an object with len() (batches
+# in an epoch), images (how many the data set holds), start(epoch, done) (begin that epoch's
+# iteration after `done` batches, as a resumed run must) and iteration over (images, labels).
+# Images are uint8 (or 0-255 floats), 3 x size x size, normalised on the device by ToDevice.
 def splitmix64(x: int) -> int:
     """A well-mixed 64-bit hash of x (the finaliser of the SplitMix64 generator)."""
     mask = (1 << 64) - 1
@@ -506,7 +521,103 @@ def splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def image_folder(args, split: str):
+def seed_of(*parts: int) -> int:
+    """A 32-bit seed mixed from all the parts (the CPU generator keeps only 32 bits)."""
+    x = 0
+    for part in parts:
+        x = splitmix64(x ^ part)
+    return x & 0xFFFFFFFF
+
+
+class SyntheticBatches:
+    """Random images and labels made where the model runs, a batch at a time: no loader
+    processes and no copies, so throughput is the model's own. Batch i of an epoch on a rank
+    depends only on (seed, split, rank, epoch, i), so a resumed run sees the batches an
+    uninterrupted one would have seen."""
+
+    def __init__(self, steps, batch, size, classes, seed, rank, device, split=0):
+        self.steps, self.shape, self.classes = steps, (batch, 3, size, size), classes
+        self.key, self.device = (seed, split, rank), device
+        self.generator = torch.Generator(device=device)
+        self.epoch = self.done = 0
+        self.images = steps * batch
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def start(self, epoch: int, done: int) -> None:
+        self.epoch, self.done = epoch, done
+
+    def batch(self, epoch: int, i: int):
+        g = self.generator.manual_seed(seed_of(*self.key, epoch, i))
+        n = math.prod(self.shape)
+        if self.device.type == "cpu":  # random 64-bit words viewed as bytes: 10x randint's speed
+            words = torch.randint(
+                -(2**63), 2**63 - 1, ((n + 7) // 8,), dtype=torch.int64, generator=g
+            )
+            images = words.view(torch.uint8)[:n].view(self.shape)
+        else:
+            images = torch.randint(
+                0, 256, self.shape, dtype=torch.uint8, device=self.device, generator=g
+            )
+        labels = torch.randint(self.classes, self.shape[:1], device=self.device, generator=g)
+        return images, labels
+
+    def __iter__(self):
+        return (self.batch(self.epoch, i) for i in range(self.done, self.steps))
+
+
+class SeededSamples(Dataset):
+    """An image folder whose random crops and flips for sample i in epoch e come from a seed made
+    of (seed, e, i): the same whichever loader process makes it, and again after a resume."""
+
+    def __init__(self, dataset, seed: int):
+        self.dataset, self.seed = dataset, seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        epoch, index = key
+        with torch.random.fork_rng(devices=[]):  # leaves the caller's random stream alone
+            torch.manual_seed(seed_of(self.seed, epoch, index))
+            return self.dataset[index]
+
+
+class ResumableSampler(DistributedSampler):
+    """DistributedSampler that can start part-way into an epoch (after a resume), and that hands
+    the dataset (epoch, index) pairs for SeededSamples."""
+
+    skip = 0
+
+    def __iter__(self):
+        return iter([(self.epoch, i) for i in list(super().__iter__())[self.skip :]])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.skip
+
+
+class LoaderBatches:
+    """A DataLoader over an image folder, with what runs on the batches after it (GPU decoding)."""
+
+    def __init__(self, loader, sampler, batch_size: int, after=None):
+        self.loader, self.sampler, self.batch_size, self.after = loader, sampler, batch_size, after
+        self.images = len(sampler.dataset)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def start(self, epoch: int, done: int) -> None:
+        self.sampler.set_epoch(epoch)  # the shuffle depends on (seed, epoch) only
+        self.sampler.skip = done * self.batch_size
+
+    def __iter__(self):
+        return iter(self.loader) if self.after is None else map(self.after, self.loader)
+
+
+def folder_transform(args, split: str):
+    """RandomResizedCrop and flips for training, resize and centre crop for evaluation, as
+    torchvision's ImageNet recipes do; uint8 tensors out (a quarter of float32's bytes)."""
     from torchvision import transforms
 
     if split == "train":
@@ -516,48 +627,293 @@ def image_folder(args, split: str):
             transforms.Resize(args.image_size * 8 // 7),
             transforms.CenterCrop(args.image_size),
         ]
-    # uint8 tensors, normalised on the device: a quarter of the bytes to copy. (With --workers
-    # above 0, the random crops after a resume differ from those of an uninterrupted run.)
-    steps.append(transforms.PILToTensor())
-    return torchvision.datasets.ImageFolder(args.data_dir / split, transforms.Compose(steps))
+    return transforms.Compose([*steps, transforms.PILToTensor()])
 
 
-class ResumableSampler(DistributedSampler):
-    """DistributedSampler that can start part-way into an epoch (after a resume)."""
+def loader_context(args) -> str | None:
+    """How DataLoader processes start. Workers forked from a process that MPI has initialised can
+    segfault or hang (the MPI library's threads and memory registrations do not survive fork),
+    so under MPI launchers the default is forkserver; see Horovod PR #1824 and PyTorch's
+    "multiprocessing best practices"."""
+    if args.workers == 0:
+        return None
+    mpi = any(k.startswith(MPI_PREFIXES) for k in os.environ)
+    return args.mp_start_method or ("forkserver" if mpi else "fork")
 
-    skip = 0
 
-    def __iter__(self):
-        return iter(list(super().__iter__())[self.skip :])
-
-    def __len__(self) -> int:
-        return self.num_samples - self.skip
-
-
-def make_loader(args, dataset, rank: int, world: int, device, shuffle: bool):
-    sampler = ResumableSampler(
-        dataset, world, rank, shuffle=shuffle, seed=args.seed, drop_last=shuffle
-    )
-    context = None
-    if args.workers > 0:
-        # DataLoader workers forked from a process that MPI has initialised can segfault or hang
-        # (the MPI library's threads and memory registrations do not survive fork), so under
-        # MPI launchers the default is forkserver; see Horovod PR #1824 and PyTorch's
-        # "multiprocessing best practices".
-        context = args.mp_start_method or (
-            "forkserver" if any(k.startswith(MPI_PREFIXES) for k in os.environ) else "fork"
+def folder_batches(args, split: str, rank: int, world: int, device) -> LoaderBatches:
+    """The CPU loader (decoding in --workers processes) or, with --loader gpu-decode, loader
+    processes that read the files and a GPU that decodes them."""
+    gpu = args.loader == "gpu-decode"
+    root = args.data_dir / split
+    if gpu:
+        dataset = torchvision.datasets.ImageFolder(
+            root, loader=EncodedImage.read, transform=CropPlan(args.image_size, split == "train")
         )
+    else:
+        dataset = torchvision.datasets.ImageFolder(root, folder_transform(args, split))
+    train = split == "train"
+    sampler = ResumableSampler(dataset, world, rank, shuffle=train, seed=args.seed, drop_last=train)
     loader = DataLoader(
-        dataset,
+        SeededSamples(dataset, args.seed + (split != "train")),
         batch_size=args.batch_size,
         sampler=sampler,
         num_workers=args.workers,
-        drop_last=shuffle,
+        collate_fn=collate_planned if gpu else None,
+        drop_last=train,
         pin_memory=device.type == "cuda",
         persistent_workers=args.workers > 0,
-        multiprocessing_context=context,
+        multiprocessing_context=loader_context(args),
     )
-    return loader, sampler
+    after = GpuDecoder(args.image_size, device) if gpu else None
+    return LoaderBatches(loader, sampler, args.batch_size, after)
+
+
+# ----- --loader gpu-decode: loader processes read each file and plan its crop; the GPU decodes
+class EncodedImage:
+    """A file's bytes and its size, read without decoding (PIL reads only the header)."""
+
+    def __init__(self, data: bytes, width: int, height: int, on_gpu: bool):
+        self.data, self.width, self.height, self.on_gpu = data, width, height, on_gpu
+
+    @classmethod
+    def read(cls, path: str) -> EncodedImage:
+        import io
+
+        from PIL import Image
+
+        data = Path(path).read_bytes()
+        with Image.open(io.BytesIO(data)) as im:
+            # nvJPEG decodes baseline and progressive colour JPEGs; others go the CPU's way
+            on_gpu = im.format == "JPEG" and im.mode == "RGB"
+            return cls(data, im.width, im.height, on_gpu)
+
+    def decoded(self):
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(self.data)) as im:
+            return im.convert("RGB")
+
+
+class CropPlan:
+    """The crop box and flip of one image, drawn as RandomResizedCrop and RandomHorizontalFlip
+    draw them (training), or the centre crop of the evaluation transform. Images that the GPU
+    cannot decode are decoded, cropped and resized here."""
+
+    def __init__(self, size: int, train: bool):
+        self.size, self.train = size, train
+
+    def __call__(self, image: EncodedImage):
+        from torchvision import transforms
+
+        h, w = image.height, image.width
+        if self.train:
+            box = transforms.RandomResizedCrop.get_params(
+                torch.empty(1, 1, 1).expand(3, h, w), scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)
+            )
+            flip = bool(torch.rand(1) < 0.5)
+        else:  # resize the short side to 8/7 of the crop, take the centre crop
+            side = min(h, w) * 7 // 8
+            box, flip = ((h - side) // 2, (w - side) // 2, side, side), False
+        if image.on_gpu:
+            payload = torch.frombuffer(bytearray(image.data), dtype=torch.uint8)
+        else:
+            from torchvision.transforms import functional as F
+
+            payload = F.pil_to_tensor(F.resized_crop(image.decoded(), *box, [self.size] * 2))
+            payload = payload.flip(-1) if flip else payload
+        return payload, box, flip
+
+
+def collate_planned(samples):
+    """(list of JPEG bytes or decoded images, crop boxes, flips, labels)."""
+    planned, labels = zip(*samples)  # noqa: B905 - pairs; zip(strict=) is Python 3.10+
+    payloads, boxes, flips = zip(*planned)  # noqa: B905
+    return list(payloads), torch.tensor(boxes), torch.tensor(flips), torch.tensor(labels)
+
+
+class GpuDecoder:
+    """Decodes a batch of JPEGs on the GPU (nvJPEG through torchvision.io.decode_jpeg), crops
+    and resizes each image there: the CPU only reads files."""
+
+    def __init__(self, size: int, device):
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        self.size, self.device = size, device
+        self.decode, self.rgb = decode_jpeg, ImageReadMode.RGB
+        # torchvision 0.19 decodes a list of images in one batched call
+        self.batched = version_tuple(torchvision.__version__) >= (0, 19)
+
+    def decode_all(self, jpegs: list) -> list:
+        if not jpegs:
+            return []
+        if self.batched:
+            return self.decode(jpegs, mode=self.rgb, device=self.device)
+        return [self.decode(j, mode=self.rgb, device=self.device) for j in jpegs]
+
+    def __call__(self, batch):
+        payloads, boxes, flips, labels = batch
+        decoded = iter(self.decode_all([p for p in payloads if p.dim() == 1]))
+        size = [self.size, self.size]
+        out = torch.empty(len(payloads), 3, *size, device=self.device)
+        for i, (payload, (top, left, h, w)) in enumerate(zip(payloads, boxes.tolist())):  # noqa: B905
+            if payload.dim() == 1:
+                crop = next(decoded)[None, :, top : top + h, left : left + w].float()
+                out[i] = nn.functional.interpolate(
+                    crop, size=size, mode="bilinear", antialias=True, align_corners=False
+                )[0]
+            else:  # decoded, cropped and flipped on the CPU
+                out[i] = payload.to(self.device, non_blocking=True)
+        gpu_flips = flips.to(self.device) & torch.tensor([p.dim() == 1 for p in payloads]).to(
+            self.device
+        )
+        out = torch.where(gpu_flips[:, None, None, None], out.flip(-1), out)
+        return out, labels
+
+
+# ----- --loader dali: NVIDIA DALI reads, decodes (GPU) and augments
+def import_dali():
+    """DALI's modules, or an Abort that says how to install it."""
+    try:
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+    except ImportError as exc:
+        cuda = (torch.version.cuda or "12").split(".")[0]
+        raise Abort(
+            f"--loader dali needs NVIDIA DALI ({exc}): pip install nvidia-dali-cuda{cuda}0, "
+            "or use --loader gpu-decode (torchvision only)"
+        ) from None
+    return fn, pipeline_def, types, DALIGenericIterator, LastBatchPolicy
+
+
+class DaliBatches:
+    """A DALI pipeline: files read by DALI's threads (--workers of them), JPEGs decoded on the
+    GPU with a random crop (training) and resized there. A resumed run carries on with the right
+    number of steps, but not with the images an uninterrupted run would have used."""
+
+    def __init__(self, args, split: str, rank: int, world: int, device):
+        fn, pipeline_def, types, Iterator, LastBatchPolicy = import_dali()
+        from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
+
+        root = args.data_dir / split
+        samples = make_dataset(str(root), find_classes(str(root))[1], IMG_EXTENSIONS)
+        random.Random(args.seed).shuffle(samples)  # no run of one class after another
+        train, size = split == "train", args.image_size
+
+        @pipeline_def(
+            batch_size=args.batch_size,
+            num_threads=max(1, args.workers),
+            device_id=device.index,
+            seed=seed_of(args.seed, rank),
+        )
+        def pipeline():
+            jpegs, labels = fn.readers.file(
+                files=[s[0] for s in samples],
+                labels=[s[1] for s in samples],
+                shard_id=rank,
+                num_shards=world,
+                random_shuffle=train,
+                name="Reader",
+            )
+            if train:
+                images = fn.decoders.image_random_crop(
+                    jpegs,
+                    device="mixed",
+                    output_type=types.RGB,
+                    random_area=[0.08, 1.0],
+                    random_aspect_ratio=[3 / 4, 4 / 3],
+                )
+                images = fn.resize(images, resize_x=size, resize_y=size)
+                mirror = fn.random.coin_flip(probability=0.5)
+            else:
+                images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+                images = fn.resize(images, resize_shorter=size * 8 // 7)
+                mirror = 0
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.UINT8, output_layout="CHW", crop=(size, size), mirror=mirror
+            )
+            return images, labels.gpu()
+
+        drop = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
+        self.iterator = Iterator(
+            [pipeline()],
+            ["images", "labels"],
+            reader_name="Reader",
+            last_batch_policy=drop,
+            auto_reset=True,
+        )
+        self.done, self.images = 0, len(samples)
+
+    def __len__(self) -> int:
+        return len(self.iterator)
+
+    def start(self, epoch: int, done: int) -> None:
+        self.done = done
+
+    def __iter__(self):
+        for i, out in enumerate(self.iterator):
+            if i >= len(self) - self.done:
+                break
+            yield out[0]["images"], out[0]["labels"].reshape(-1).long()
+
+
+def check_loader(args, device) -> None:
+    """Stop at once when --loader cannot work here (--tiny runs fall back to the CPU loader)."""
+    if args.loader == "cpu" or args.data_dir is None:
+        return
+    problem = None
+    if device.type != "cuda":
+        problem = f"it decodes on a GPU and this run has none (device {device.type})"
+    elif getattr(torch.version, "hip", None) and args.loader == "dali":
+        problem = "DALI is built for NVIDIA GPUs only"
+    if problem and args.tiny:
+        warn(f"--loader {args.loader}: {problem}; --tiny uses the CPU loader instead")
+        args.loader = "cpu"
+    elif problem:
+        raise Abort(f"--loader {args.loader}: {problem}")
+    elif args.loader == "dali":
+        import_dali()
+    elif not hasattr(torchvision.io, "decode_jpeg"):  # torchvision 0.29 deprecated its decoders
+        raise Abort(
+            f"--loader gpu-decode: torchvision {torchvision.__version__} has no decode_jpeg; "
+            "use --loader dali"
+        )
+
+
+def loader_workers(args, world: int, device) -> int:
+    """Loader processes (DALI threads) per rank: --workers, or by default all the rank's cores
+    but the one the training loop runs on, for decoding on the CPU; fewer for the GPU loaders,
+    whose workers only read files; none for synthetic data, made on the device."""
+    if args.workers is not None:
+        return args.workers
+    if args.data_dir is None:
+        return 0
+    if device.type != "cuda":
+        return 1  # the training itself needs the cores
+    spare = max(1, cores_per_rank(world) - 1)
+    return min(spare, {"cpu": 32, "gpu-decode": 4, "dali": 16}[args.loader])
+
+
+def make_batches(args, split: str, rank: int, world: int, device, num_classes: int):
+    if args.data_dir is None:
+        steps = args.steps_per_epoch or 500
+        if split != "train":
+            steps = max(1, steps // 10)
+        return SyntheticBatches(
+            steps,
+            args.batch_size,
+            args.image_size,
+            num_classes,
+            args.seed,
+            rank,
+            device,
+            split=int(split != "train"),
+        )
+    if args.loader == "dali":
+        return DaliBatches(args, split, rank, world, device)
+    return folder_batches(args, split, rank, world, device)
 
 
 class ToDevice:
@@ -692,6 +1048,7 @@ class StopFlag:
 
     def __init__(self):
         self.raised = False
+        self.pending = None
         for sig in (signal.SIGUSR1, signal.SIGTERM):
             signal.signal(sig, self._handler)
 
@@ -699,12 +1056,20 @@ class StopFlag:
         self.raised = True
 
     def agreed(self, world: int, control) -> bool:
-        """True on every rank if any rank was signalled: all stop at the same step."""
+        """True on every rank if any rank was signalled: all stop at the same step.
+
+        Each call starts the all-reduce of this step's flag in the background and decides on
+        the previous step's, finished long since: the ranks still agree on the step, and
+        no step waits for the network."""
         if world == 1:
             return self.raised
         flag = torch.tensor([int(self.raised)])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=control)
-        return bool(flag.item())
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=control, async_op=True)
+        previous, self.pending = self.pending, (work, flag)
+        if previous is None:
+            return False
+        previous[0].wait()
+        return bool(previous[1].item())
 
 
 # --------------------------------------------------------------------------- training
@@ -729,12 +1094,13 @@ def logits_of(output):
     return output[0] if isinstance(output, tuple) else output
 
 
-def evaluate(model, loader, to_device, dtype, world, epoch, rank):
+def evaluate(model, batches, to_device, dtype, world, epoch, rank):
     device = to_device.device
     model.eval()
     totals = torch.zeros(4, dtype=torch.float64, device=device)  # top1, top5, loss sum, count
+    batches.start(0, 0)
     with torch.no_grad(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        for images, labels in loader:
+        for images, labels in batches:
             images, labels = to_device(images, labels)
             logits = logits_of(model(images)).float()
             top = logits.topk(min(5, logits.shape[1]), dim=1).indices
@@ -764,30 +1130,26 @@ def main(argv=None) -> int:
         log(about)
 
     # ----- data
-    if args.data_dir is None:
-        steps_per_epoch = args.steps_per_epoch or 500
-        length = steps_per_epoch * args.batch_size * world
-        train_set = SyntheticImages(length, args.image_size, args.num_classes, args.seed)
-        num_classes = args.num_classes
-    else:
-        train_set = image_folder(args, "train")
-        num_classes = len(train_set.classes)
-    loader, sampler = make_loader(args, train_set, rank, world, device, shuffle=True)
-    if len(loader) == 0:
+    check_loader(args, device)
+    args.workers = loader_workers(args, world, device)
+    num_classes = args.num_classes
+    if args.data_dir is not None:
+        from torchvision.datasets.folder import find_classes
+
+        num_classes = len(find_classes(str(args.data_dir / "train"))[0])
+        if rank == 0:
+            log(f"data: {args.data_dir}, loader {args.loader}, {args.workers} worker(s) per rank")
+    batches = make_batches(args, "train", rank, world, device, num_classes)
+    if len(batches) == 0:
         raise Abort(
-            f"{len(train_set)} training images are fewer than one batch on each of {world} "
+            f"{batches.images} training images are fewer than one batch on each of {world} "
             f"rank(s) ({args.batch_size} each)"
         )
-    steps_per_epoch = min(len(loader), args.steps_per_epoch or len(loader))
+    steps_per_epoch = min(len(batches), args.steps_per_epoch or len(batches))
     total = args.steps or args.epochs * steps_per_epoch
-    val_loader = None
+    val_batches = None
     if args.eval_every_epoch:
-        if args.data_dir is None:
-            n = max(1, steps_per_epoch // 10) * args.batch_size * world
-            val_set = SyntheticImages(n, args.image_size, num_classes, args.seed, split=1)
-        else:
-            val_set = image_folder(args, "val")
-        val_loader, _ = make_loader(args, val_set, rank, world, device, shuffle=False)
+        val_batches = make_batches(args, "val", rank, world, device, num_classes)
 
     # ----- model, optimiser, mixed precision
     torch.manual_seed(args.seed)  # the same initial weights everywhere
@@ -851,9 +1213,8 @@ def main(argv=None) -> int:
     saved_at, preempted = step, False
     while step < total and not preempted:
         epoch = step // steps_per_epoch
-        sampler.set_epoch(epoch)  # the shuffle depends on (seed, epoch) only
-        sampler.skip = (step % steps_per_epoch) * args.batch_size  # resumed mid-epoch
-        for images, labels in loader:
+        batches.start(epoch, step % steps_per_epoch)  # a resumed run starts mid-epoch
+        for images, labels in batches:
             images, labels = to_device(images, labels)
             lr = learning_rate(step, peak_lr, warmup_lr, total)
             for group in optimizer.param_groups:
@@ -887,14 +1248,14 @@ def main(argv=None) -> int:
                     args, raw_model, optimizer, scaler, step, epoch, rank, world, device, control
                 )
                 saved_at = step
-            if val_loader is not None and step % steps_per_epoch == 0:
-                evaluate(raw_model, val_loader, to_device, dtype, world, epoch, rank)
+            if val_batches is not None and step % steps_per_epoch == 0:
+                evaluate(raw_model, val_batches, to_device, dtype, world, epoch, rank)
             # every rank takes part in this check at every step, so all stop at the same one
             preempted = step < total and stop.agreed(world, control)
             if preempted or step >= total or step % steps_per_epoch == 0:
                 break
 
-    if device.type == "cuda":
+    if device.type == "cuda":  # the last steps' kernels finish before the clock stops
         torch.cuda.synchronize()
     end = time.perf_counter()
     if saved_at != step:  # the final (or preemption) checkpoint, outside the timing
