@@ -199,6 +199,72 @@ def test_image_folder_with_evaluation(jpeg_folder, tmp_path):
     assert records(out, "summary")
 
 
+# The trainer started under TensorFlow settings that a program cannot take on the command line:
+# `python -c MODE_SWITCH traced|eager TRAINER ARGS...`. Both modes turn Grappler's graph
+# rewrites off: they fuse and reorder arithmetic, which moves a loss in its sixth digit, and
+# batch normalisation over four images grows that into a different second step. What is left
+# to differ is AutoGraph. In eager mode it converts none of the trainer's functions (a rule for
+# the module runpy runs it as): tf.data still traces its functions into graphs, from the code
+# as written, in this thread; debug mode then runs them eagerly in tf.data's own threads.
+MODE_SWITCH = """
+import runpy, sys
+import tensorflow as tf
+from tensorflow.python.autograph.core import config as autograph
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+if sys.argv[1] == "eager":
+    tf.config.run_functions_eagerly(True)  # tf.function bodies run as written, op by op
+    tf.data.experimental.enable_debug_mode()  # and so do the functions of tf.data
+    autograph.CONVERSION_RULES = (autograph.DoNotConvert("__main__"), *autograph.CONVERSION_RULES)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_autograph_does_not_change_a_step(jpeg_folder, tmp_path):
+    """The training and evaluation steps as AutoGraph converts and traces them, and as written,
+    run eagerly (tf.data's functions too): the same losses, evaluations and checkpoints. With
+    fp16 loss scaling, on an image folder, so that every step function and the epoch order of
+    the files take part."""
+    argv = [*ARCH, "--tiny", "--data-dir", str(jpeg_folder), "--eval-steps", "1"]
+    argv += ["--precision", "fp16", "--log-every", "1"]
+    procs = {}
+    for mode in ("traced", "eager"):
+        (tmp_path / mode).mkdir()
+        procs[mode] = subprocess.Popen(
+            [sys.executable, "-c", MODE_SWITCH, mode, str(TRAINER), *argv],
+            cwd=tmp_path / mode,
+            env=clean_env(OMP_NUM_THREADS="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    try:
+        outs = {mode: p.communicate(timeout=TIMEOUT) for mode, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.kill()
+    for mode, p in procs.items():
+        assert p.returncode == 0, (mode, outs[mode])
+    traced, eager = outs["traced"][0], outs["eager"][0]
+    assert steps(traced) == steps(eager) == list(range(1, 7))
+
+    def outcome(text: str) -> list[tuple[str, dict]]:
+        """The train and eval records without their speed."""
+        return [
+            (r.kind, {k: v for k, v in r.fields.items() if k != "img_s"})
+            for r in trainlog.parse(text)
+            if r.kind in ("train", "eval")
+        ]
+
+    assert outcome(traced) == outcome(eager)
+    assert [r.fields["epoch"] for r in records(eager, "eval")] == [0, 1]
+    assert all(math.isfinite(r.fields["loss"]) for r in records(eager, "train"))
+    assert_same_variables(
+        final_variables(tmp_path / "traced" / "checkpoints"),
+        final_variables(tmp_path / "eager" / "checkpoints"),
+    )
+
+
 # --------------------------------------------------------------------------- two workers
 def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess.Popen]:
     return [start(tmp_path, "--log-every", "1", *args, env=clean_env(**e)) for e in envs]
