@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import runpy
 import shutil
 import signal
 import socket
@@ -369,6 +370,32 @@ def trainer():
     sys.modules[spec.name] = module  # AutoGraph looks functions' modules up here
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.mark.parametrize(
+    ("error", "exit_status"),
+    [
+        (KeyboardInterrupt(), 130),  # Ctrl-C, as shells report it
+        (OSError("No space left on device"), "error: OSError: No space left on device"),
+        ("ResourceExhaustedError", "error: ResourceExhaustedError: OOM when allocating tensor"),
+        (RuntimeError(""), "error: RuntimeError: "),
+    ],
+)
+def test_a_failing_run_ends_with_one_line(trainer, monkeypatch, error, exit_status):
+    """The program as started from a shell: an error of TensorFlow or the system ends the run
+    with its type and the first line of its message, not a traceback; Ctrl-C with 130."""
+    tf = trainer.tf
+    if isinstance(error, str):  # TensorFlow's errors take (node, op, message)
+        error = getattr(tf.errors, error)(None, None, "OOM when allocating tensor\nwith shape")
+
+    def fail(_threads):
+        raise error
+
+    monkeypatch.setattr(tf.config.threading, "set_intra_op_parallelism_threads", fail)
+    monkeypatch.setattr(sys, "argv", [str(TRAINER), "--tiny"])
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_path(str(TRAINER), run_name="__main__")
+    assert stopped.value.code == exit_status
 
 
 @pytest.fixture
