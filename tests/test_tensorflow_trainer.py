@@ -1,10 +1,11 @@
-"""examples/tensorflow/train_resnet_keras.py: tiny CPU runs, two workers, exact resume, clear
-errors.
+"""examples/tensorflow/train_resnet_keras.py: tiny CPU runs, two workers, exact resume, the
+steps as AutoGraph traces them and as written, XLA, clear errors.
 
 The runs use --arch MobileNet: the trainer treats every keras.applications model the same
 way, and MobileNet builds and traces in about half the time of ResNet50 on two cores (the job
-script tests run the ResNet50 default). The whole file takes about two minutes here. Tests
-marked ``stack`` also run under each software stack's TensorFlow (``nox -s stacks``).
+script tests run the ResNet50 default). The whole file takes about five minutes on two busy
+cores (pytest -n 2). Tests marked ``stack`` also run under each software stack's TensorFlow
+(``nox -s stacks``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import runpy
 import shutil
 import signal
 import socket
@@ -199,6 +201,82 @@ def test_image_folder_with_evaluation(jpeg_folder, tmp_path):
     assert records(out, "summary")
 
 
+def test_jit_compile_trains_through_xla(tmp_path):
+    # TensorFlow's INFO lines (level 0) say when XLA has compiled the step
+    env = clean_env(TRAIN_TINY="1", TRAIN_TINY_STEPS="2", TF_CPP_MIN_LOG_LEVEL="0")
+    code, out, err = run(tmp_path, "--jit-compile", "--log-every", "1", env=env)
+    assert code == 0, out + err
+    assert "Compiled cluster using XLA!" in err
+    assert steps(out) == [1, 2]
+    assert all(math.isfinite(r.fields["loss"]) for r in records(out, "train"))
+
+
+# The trainer started under TensorFlow settings that a program cannot take on the command line:
+# `python -c MODE_SWITCH traced|eager TRAINER ARGS...`. Both modes turn Grappler's graph
+# rewrites off: they fuse and reorder arithmetic, which moves a loss in its sixth digit, and
+# batch normalisation over four images grows that into a different second step. What is left
+# to differ is AutoGraph. In eager mode it converts none of the trainer's functions (a rule for
+# the module runpy runs it as): tf.data still traces its functions into graphs, from the code
+# as written, in this thread; debug mode then runs them eagerly in tf.data's own threads.
+MODE_SWITCH = """
+import runpy, sys
+import tensorflow as tf
+from tensorflow.python.autograph.core import config as autograph
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+if sys.argv[1] == "eager":
+    tf.config.run_functions_eagerly(True)  # tf.function bodies run as written, op by op
+    tf.data.experimental.enable_debug_mode()  # and so do the functions of tf.data
+    autograph.CONVERSION_RULES = (autograph.DoNotConvert("__main__"), *autograph.CONVERSION_RULES)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_autograph_does_not_change_a_step(jpeg_folder, tmp_path):
+    """The training and evaluation steps as AutoGraph converts and traces them, and as written,
+    run eagerly (tf.data's functions too): the same losses, evaluations and checkpoints. With
+    fp16 loss scaling, on an image folder, so that every step function and the epoch order of
+    the files take part."""
+    argv = [*ARCH, "--tiny", "--data-dir", str(jpeg_folder), "--eval-steps", "1"]
+    argv += ["--precision", "fp16", "--log-every", "1"]
+    procs = {}
+    for mode in ("traced", "eager"):
+        (tmp_path / mode).mkdir()
+        procs[mode] = subprocess.Popen(
+            [sys.executable, "-c", MODE_SWITCH, mode, str(TRAINER), *argv],
+            cwd=tmp_path / mode,
+            env=clean_env(OMP_NUM_THREADS="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    try:
+        outs = {mode: p.communicate(timeout=TIMEOUT) for mode, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.kill()
+    for mode, p in procs.items():
+        assert p.returncode == 0, (mode, outs[mode])
+    traced, eager = outs["traced"][0], outs["eager"][0]
+    assert steps(traced) == steps(eager) == list(range(1, 7))
+
+    def outcome(text: str) -> list[tuple[str, dict]]:
+        """The train and eval records without their speed."""
+        return [
+            (r.kind, {k: v for k, v in r.fields.items() if k != "img_s"})
+            for r in trainlog.parse(text)
+            if r.kind in ("train", "eval")
+        ]
+
+    assert outcome(traced) == outcome(eager)
+    assert [r.fields["epoch"] for r in records(eager, "eval")] == [0, 1]
+    assert all(math.isfinite(r.fields["loss"]) for r in records(eager, "train"))
+    assert_same_variables(
+        final_variables(tmp_path / "traced" / "checkpoints"),
+        final_variables(tmp_path / "eager" / "checkpoints"),
+    )
+
+
 # --------------------------------------------------------------------------- two workers
 def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess.Popen]:
     return [start(tmp_path, "--log-every", "1", *args, env=clean_env(**e)) for e in envs]
@@ -256,7 +334,8 @@ def test_two_workers_from_slurm_variables_stop_together(tmp_path):
         "TRAIN_TINY_STEPS": "40",
     }
     envs = [dict(slurm, SLURM_PROCID=str(i), SLURM_LOCALID=str(i)) for i in (0, 1)]
-    procs = two_workers(tmp_path, envs, "--port", str(port))
+    # no checkpoint falls due before the stop: the one at the stop step is the stop's own
+    procs = two_workers(tmp_path, envs, "--port", str(port), "--checkpoint-every", "100")
     head = []
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -303,6 +382,32 @@ def trainer():
     sys.modules[spec.name] = module  # AutoGraph looks functions' modules up here
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.mark.parametrize(
+    ("error", "exit_status"),
+    [
+        (KeyboardInterrupt(), 130),  # Ctrl-C, as shells report it
+        (OSError("No space left on device"), "error: OSError: No space left on device"),
+        ("ResourceExhaustedError", "error: ResourceExhaustedError: OOM when allocating tensor"),
+        (RuntimeError(""), "error: RuntimeError: "),
+    ],
+)
+def test_a_failing_run_ends_with_one_line(trainer, monkeypatch, error, exit_status):
+    """The program as started from a shell: an error of TensorFlow or the system ends the run
+    with its type and the first line of its message, not a traceback; Ctrl-C with 130."""
+    tf = trainer.tf
+    if isinstance(error, str):  # TensorFlow's errors take (node, op, message)
+        error = getattr(tf.errors, error)(None, None, "OOM when allocating tensor\nwith shape")
+
+    def fail(_threads):
+        raise error
+
+    monkeypatch.setattr(tf.config.threading, "set_intra_op_parallelism_threads", fail)
+    monkeypatch.setattr(sys, "argv", [str(TRAINER), "--tiny"])
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_path(str(TRAINER), run_name="__main__")
+    assert stopped.value.code == exit_status
 
 
 @pytest.fixture

@@ -36,13 +36,15 @@ MIN_PERCENT = 95.0
 # coverage measured when its reasons were last reviewed (nox -s tests, 2026-11-23): a line
 # without a reason is then a warning, listed on the coverage page, and a drop below the floor
 # fails. The Horovod programs run only where Horovod is built (nox -s horovod, which needs a
-# CUDA toolkit); the Keras trainer's lines inside tf.function run as AutoGraph's converted copy,
-# which coverage.py does not attribute to the file. The PyTorch trainer's last unexplained line
-# is the second `if device.type == "cuda": torch.cuda.synchronize()` of main, which an anchor
-# cannot tell from the first (the same text in the same function).
+# CUDA toolkit). The PyTorch trainer's last unexplained line is the second `if device.type ==
+# "cuda": torch.cuda.synchronize()` of main, which an anchor cannot tell from the first (the
+# same text in the same function). The Keras trainer's floor is a point under its measured
+# coverage (97.6 %, 2026-11-23), above MIN_PERCENT: its step functions run as written in
+# tests/test_tensorflow_trainer.py (test_autograph_does_not_change_a_step), since coverage.py
+# attributes the lines of a function that AutoGraph traced to AutoGraph's converted copy.
 FLOORS = {
     "examples/pytorch/train_resnet.py": 96.0,
-    "examples/tensorflow/train_resnet_keras.py": 89.0,
+    "examples/tensorflow/train_resnet_keras.py": 96.0,
     "examples/pytorch/train_resnet_hvd.py": 28.0,
     "examples/tensorflow/train_resnet_keras_hvd.py": 29.0,
 }
