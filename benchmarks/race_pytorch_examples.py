@@ -187,7 +187,7 @@ def main(argv=None) -> None:
             "image_size": IMAGE_SIZE,
         },
         "commands": {
-            OURS: " ".join(our_command(args, Path("CKPT"))[1:]),
+            OURS: " ".join([OURS, *our_command(args, Path("CKPT"))[2:]]),
             THEIRS: " ".join(["main.py", *their_command(args)[2:]]),
         },
         **result,
