@@ -57,43 +57,8 @@ copybutton_remove_prompts = True
 
 
 # Site facts as substitutions, so prose can cite a figure without retyping it:
-# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ... Hyphens in site
-# and partition names become underscores ({{ isambard_ai_title }}): Jinja names have none.
-def _site_substitutions() -> dict[str, str]:
-    from clusterkit.profiles import all_sites
+# {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ... (see
+# clusterkit/substitutions.py; clusterkit.sphinxext applies them in inline code too).
+from clusterkit.substitutions import site_substitutions  # noqa: E402
 
-    out: dict[str, str] = {}
-    for site in all_sites():
-        s = site.name.replace("-", "_")
-        life = site.data["lifecycle"]
-        out[f"{s}_title"] = site.title
-        out[f"{s}_status"] = life["status"]
-        if life.get("retired"):
-            out[f"{s}_retired"] = life["retired"]
-        if life.get("successor"):
-            out[f"{s}_successor"] = life["successor"]
-        for name, part in site.partitions.items():
-            key = f"{s}_{name}".replace("-", "_")
-            node = part.node_type
-            out[f"{key}_gpus"] = str(node.gpus)
-            out[f"{key}_gpu_model"] = node.gpu_model or "none"
-            out[f"{key}_cores"] = str(node.cores)
-            out[f"{key}_usable_cores"] = str(node.usable_cores)
-            out[f"{key}_threads_per_core"] = str(node.threads_per_core)
-            out[f"{key}_memory_gb"] = f"{node.memory_gb:g}"
-            out[f"{key}_max_walltime"] = part.max_walltime
-            out[f"{key}_arch"] = node.arch
-            out[f"{key}_cpu"] = node.cpu
-            if part.max_nodes:
-                out[f"{key}_max_nodes"] = str(part.max_nodes)
-            if part.size:
-                out[f"{key}_nodes"] = str(part.size)
-            gpu = node.raw.get("gpus") or {}
-            if gpu.get("interconnect"):
-                out[f"{key}_gpu_interconnect"] = gpu["interconnect"]
-            if gpu.get("memory_gb"):
-                out[f"{key}_gpu_memory_gb"] = f"{gpu['memory_gb']:g}"
-    return out
-
-
-myst_substitutions = _site_substitutions()
+myst_substitutions = site_substitutions()

@@ -143,7 +143,8 @@ def tests(session: nox.Session) -> None:
     measures the lines it runs of the programs in examples/ (coverage.py, started by
     COVERAGE_PROCESS_START); a full run writes the coverage page and fails on a line that ran
     nowhere without a reason in tests/coverage-reasons.yaml."""
-    apt_install(session, "lmod", "shellcheck", "openmpi-bin")  # mpirun: the MPI-backend tests
+    # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
+    apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     env = ml_env(session)
     cov = BUILD / "coverage" / "blocks.jsonl"
     cov.parent.mkdir(parents=True, exist_ok=True)

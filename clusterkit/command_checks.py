@@ -16,8 +16,10 @@ from pathlib import Path
 from clusterkit import (
     conda_checks,
     container_checks,
+    copy_checks,
     download_checks,
     emulation,
+    env_checks,
     git_checks,
     install_target,
     installs,
@@ -26,7 +28,7 @@ from clusterkit import (
 )
 from clusterkit.errors import Finding
 from clusterkit.grammars import profilers, reframe_cli, slurm_query, tensorboard_cli
-from clusterkit.profiles import ROOT, Site
+from clusterkit.profiles import Site
 
 # Commands that change nothing a test could judge; a block of only these is not "tested".
 NEUTRAL = {
@@ -98,6 +100,11 @@ def check_shell_text(
             if judged:
                 checked.append(name)
             continue
+        if name == "export":
+            found, judged = env_checks.check(page, line, list(cmd.words), site)
+            findings += found
+            checked += ["export"] if judged else []
+            continue
         if not name or name in NEUTRAL:
             continue
         if site is None and name in SITE_FREE:
@@ -125,7 +132,14 @@ def check_shell_text(
             findings += checker_for(name)(page, line, list(cmd.words), site, source)
             checked.append(name)
         elif site.launcher(name):
-            findings += emulation.launch_line(page, line, list(cmd.words), site).errors
+            outside = emulation.login_srun(page, line, list(cmd.words), site)
+            if outside is None:
+                outside = emulation.launch_line(page, line, list(cmd.words), site).errors
+                outside += _launched(page, line, list(cmd.words), site, source)
+            findings += outside
+            checked.append(name)
+        elif site.wrapper(name):
+            findings += emulation.wrapper_line(page, line, list(cmd.words), site)
             checked.append(name)
         elif site.tool(name):
             findings += site_tool(page, line, list(cmd.words), site, source)
@@ -140,6 +154,8 @@ def check_shell_text(
                     "mark the block `% test: skip <reason>` or add a checker",
                 )
             )
+    if "export" in checked and env_checks.settings_only(commands):
+        findings += env_checks.run_settings(page, first_line, source)
     if not checked and not findings:
         findings.append(
             Finding(
@@ -150,6 +166,20 @@ def check_shell_text(
             )
         )
     return "command-checked", findings, ", ".join(checked)
+
+
+def _launched(page, line: int, words: list[str], site: Site, snippet: str) -> list[Finding]:
+    """The command a launch line starts, through its own checker where the emulator has no
+    judge for it (``srun tar -xf ...``, ``srun mkdir -p DIR``); an unchecked one stays so."""
+    inner = emulation.launched_command(words)
+    name = Path(inner[0]).name if inner else ""
+    if name in path_checks.PATH_COMMANDS:
+        return path_checks.check(page, line, inner, site)[0]
+    if not name or name in NEUTRAL or checker_for(name) is None:
+        return []
+    if name in {"bash", "sh"} and all(w.startswith("-") for w in inner[1:]):
+        return []  # `srun --pty bash`: an interactive shell, nothing to check in it
+    return checker_for(name)(page, line, inner, site, snippet)
 
 
 def _ignoring_snippet(check):
@@ -174,7 +204,7 @@ COMMAND_CHECKERS: dict = {
     "jsrun": _ignoring_snippet(emulation.jsrun_line),
     "salloc": _ignoring_snippet(emulation.allocation),
     "torchrun": _ignoring_snippet(_launch_line),
-    **dict.fromkeys(("squeue", "sacct", "scontrol"), _ignoring_snippet(slurm_query.check)),
+    **dict.fromkeys(("squeue", "sacct", "scontrol", "seff"), _ignoring_snippet(slurm_query.check)),
     **dict.fromkeys(("pip", "pip3"), _pip),
     "conda": conda_checks.check,
 }
@@ -255,6 +285,8 @@ COMMAND_CHECKERS.update(
         "reframe": reframe_cli.check,
         "git": git_checks.check,
         "curl": download_checks.check_curl,
+        "tar": copy_checks.check_tar,
+        "rsync": copy_checks.check_rsync,
         "sha256sum": download_checks.check_sha256sum,
         **dict.fromkeys(profilers.PARSERS, _profiler),
         **dict.fromkeys(container_checks.TOOLS, _container),
@@ -296,11 +328,7 @@ def _check_submission(page: str, line: int, args: list[str], site: Site) -> list
 
 
 def _resolve_example(name: str, site: Site) -> Path | None:
-    for cand in (ROOT / "examples" / site.name / name, ROOT / name):
-        if cand.is_file():
-            return cand
-    hits = sorted((ROOT / "examples" / site.name).rglob(Path(name).name))
-    return hits[0] if len(hits) == 1 else None
+    return site.example(name)
 
 
 # Commands whose check does not depend on a site: a page for every site may show them.

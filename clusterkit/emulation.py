@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusterkit.emulate import allocation as _allocation
 from clusterkit.emulate import body as _body
 from clusterkit.emulate import container_options as _container_options
 from clusterkit.emulate import containers as _containers
@@ -20,6 +21,7 @@ from clusterkit.emulate import registry as _registry
 from clusterkit.emulate import report as _report
 from clusterkit.emulate import sbatch as _sbatch
 from clusterkit.emulate import script as _script
+from clusterkit.emulate import slurm_options as _slurm_options
 from clusterkit.emulate import torchrun as _torchrun
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site
@@ -69,6 +71,41 @@ def launch_line(path: Path | str, line: int, words: list[str], site: Site) -> Re
     """A launch line (``srun ...``, ``torchrun ...``, ``python ...``) on its own, judged on the
     site's default partition."""
     return _body.check_command_line(path, line, words, site)
+
+
+def login_srun(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding] | None:
+    """An ``srun`` typed at a login node: one that makes an allocation of its own (``--pty``,
+    ``--partition``, ``--account``) is judged as that job, one that joins a running job
+    (``--jobid``) as a step of it; None for a step of the job it runs in."""
+    how = _allocation.outside_job(words)
+    if how == "joins":
+        return launch_line(path, line, words, site).errors + _allocation.joined_job(
+            path, line, words
+        )
+    if how == "allocates":
+        return _allocation.session(path, line, list(words[1:]), site).findings
+    return None
+
+
+def launched_command(words: list[str]) -> list[str] | None:
+    """The command an ``srun`` line starts, when no judge of the emulator judges it (``srun
+    tar ...``: the page's own checkers do); None otherwise."""
+    if not words or Path(words[0]).name != "srun":
+        return None
+    try:
+        command = _slurm_options.parse("srun", list(words[1:])).get("command") or []
+    except _slurm_options.OptionError:
+        return None
+    if not command or _registry.command(Path(command[0]).name) is not None:
+        return None
+    return list(command)
+
+
+def wrapper_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:
+    """A command the site wraps around a Slurm client (Bede's ``ghbatch``), judged by the
+    stand-in registered under its name: the client's options, a new allocation on the
+    partitions the wrapper serves."""
+    return launch_line(path, line, words, site).findings
 
 
 def script_options(path: Path | str, line: int, script: str, args: list[str]) -> list[Finding]:

@@ -6,9 +6,13 @@
   ``torchrun --nproc_per_node=4``) is completed with a stand-in program; one with metavariables
   (``sbatch FILE``, ``--cpus-per-task=...``) is judged on its grammar only.
 * An option span (``--gres=gpu:5``) is an option of the tool named nearest before it in its
-  sentence, else of the job script or program the page includes nearest above, else of a tool
-  named after it or elsewhere in the paragraph: the first of these whose grammar knows every
-  option of the span. It is then judged in the context the page gives it: an ``sbatch`` option
+  sentence (in a table: the tool its column's header names), else of the job script or program
+  the page includes nearest above, else of a tool named after it or elsewhere in the paragraph,
+  else of the launchers, the trainers, pip and the programs the page names elsewhere: the first
+  of these whose grammar knows every option of the span (pip, ``python -m venv``, ``ddlrun``:
+  :mod:`clusterkit.tool_options`). A span no tool takes is an error. Site facts
+  (``{{ bede_gh_cores }}``) are substituted first. It is then judged in the context the page
+  gives it: an ``sbatch`` option
   is added to the command line that submits the included job script, an ``srun`` or
   ``torchrun`` option is written into that script's launch lines, and the emulator judges the
   result against the site's profile. Only what the change adds is reported. Earlier option
@@ -16,7 +20,8 @@
   `--ntasks=8`").
 * Inside a historical admonition (see ``docs/contributing.md``) the findings that say a thing is
   historical are notices, not errors; everything else (a resource set larger than the node) is
-  still wrong there.
+  still wrong there. So are they for an option span whose sentence speaks of the past ("pip 23.1
+  removed `--install-option`").
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from clusterkit import contracts, emulation, prose
+from clusterkit import contracts, emulation, prose, tool_options
 from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
 from clusterkit.grammars import reframe_cli
@@ -55,6 +60,7 @@ GRAMMAR_RULES = {
     "tensorboard-option",
     "git-option",
     "profiler-option",
+    "ddlrun-option",
 }
 # Findings that, inside a historical admonition, describe the history rather than a mistake.
 HISTORICAL_RULES = {"launcher-historical", "module-historical", "module-removed"}
@@ -133,6 +139,18 @@ class PageContext:
     def spans(self) -> list[prose.Span]:
         return prose.spans(self.page)
 
+    @cached_property
+    def named_programs(self) -> list[str]:
+        """The programs (``NAME.py``) the page's prose names that have a contract: NVIDIA's
+        ``main.py`` in a table of the ResNet-50 benchmark page, for example."""
+        named = {
+            m.tool: None
+            for para in prose.paragraphs(self.page)
+            for m in para.mentions
+            if m.tool.endswith(".py")
+        }
+        return [p for p in named if _contract(p, self, None) is not None]
+
     def span_at(self, line: int, code: str) -> prose.Span | None:
         return next((s for s in self.spans if s.line == line and s.code == code), None)
 
@@ -165,6 +183,10 @@ def _commands_of(block: P.Block) -> str:
 # --------------------------------------------------------------------------- entry point
 def judge(ctx: PageContext, span: prose.Span) -> SpanResult:
     kind = span.kind
+    if kind in {"command", "option"} and span.unknown_substitutions:
+        keys = ", ".join(span.unknown_substitutions)
+        msg = f"`{span.code}`: no site fact is called {keys} (see clusterkit/substitutions.py)"
+        return SpanResult(kind + "-checked", [Finding(ctx.rel, span.line, "substitution", msg)])
     if kind == "command":
         result = judge_command(ctx, span)
     elif kind == "option":
@@ -172,13 +194,17 @@ def judge(ctx: PageContext, span: prose.Span) -> SpanResult:
     else:
         return SpanResult("not-a-command", detail=kind)
     if ctx.historical(span.line):
-        result.findings = [_as_history(f) for f in result.findings]
+        result.findings = [_as_history(f, "historical section") for f in result.findings]
+    elif kind == "option" and prose.told_as_past(span):
+        # "pip 23.1 removed `--install-option`": the sentence tells the option's history (the
+        # stale-command lint reads command spans, which need a historical admonition)
+        result.findings = [_as_history(f, "the sentence tells it as past") for f in result.findings]
     return result
 
 
-def _as_history(f: Finding) -> Finding:
+def _as_history(f: Finding, why: str) -> Finding:
     if f.rule in HISTORICAL_RULES or f.rule.startswith("deprecated:"):
-        return Finding(f.path, f.line, f.rule, f"{f.message} (historical section)", "warning")
+        return Finding(f.path, f.line, f.rule, f"{f.message} ({why})", "warning")
     return f
 
 
@@ -208,8 +234,8 @@ def _completed(words: list[str], command: bool = False) -> tuple[list[str], bool
     out = []
     for w in words:
         name, eq, value = w.partition("=")
-        if eq and name.startswith("-") and _placeholder(value):
-            out.append(f"{name}=1")
+        if eq and (name.startswith("-") or name.isidentifier()) and _placeholder(value):
+            out.append(f"{name}=1")  # `--mem=...`, `KEY=VALUE`: the shape stays
             grammar_only = True
         elif _placeholder(w):
             out.append("1")
@@ -290,27 +316,48 @@ def judge_option(ctx: PageContext, span: prose.Span) -> SpanResult:
     name_only = _name_only(span)
     for tool in candidates:
         judged = site or _any_site_for(tool)
-        if judged is None or not _knows(tool, options, judged, ctx, include, name_only):
+        notes = None if judged is None else _knows(tool, options, judged, ctx, include, name_only)
+        if notes is None:
             continue
         if grammar_only or name_only or tool not in VALUE_TOOLS:
             what = "name" if name_only else "grammar"
-            return SpanResult("option-checked", [], f"{tool}: {what} only")
+            # the one thing a grammar says besides refusing: the option was removed (pip's)
+            stale = [f for f in notes if f.rule.startswith("deprecated:")]
+            found = _at(ctx, span, stale, f"`{span.code}` ({tool}): ")
+            return SpanResult("option-checked", found, f"{tool}: {what} only")
         findings = _judge_as(tool, ctx, span, options, judged, include)
         return SpanResult("option-checked", findings, f"{tool} ({judged.name})")
+    wrong_value = _wrong_value(ctx, span, options, site, include, candidates)
+    if wrong_value:
+        return SpanResult("option-checked", wrong_value)
     named = _named_before(span)
     if named:
         msg = f"`{span.code}` is not an option of {named}, which the sentence names before it"
         return SpanResult("option-checked", [Finding(ctx.rel, span.line, "option-unknown", msg)])
-    if candidates:
-        tried = ", ".join(candidates)
-        msg = f"`{span.code}`: no tool around it has this option (tried {tried})"
-        finding = Finding(ctx.rel, span.line, "option-unknown", msg, level="warning")
-        return SpanResult("skipped", [finding], f"whose option is not told: tried {tried}")
-    return SpanResult("skipped", [], "no tool named in its paragraph and no script included above")
+    tried = ", ".join(candidates)
+    msg = f"`{span.code}`: no tool around it has this option (tried {tried})"
+    return SpanResult("option-checked", [Finding(ctx.rel, span.line, "option-unknown", msg)])
+
+
+def _wrong_value(ctx, span, options, site, include, candidates) -> list[Finding]:
+    """For a span no tool takes: the findings of the first program (argparse contract) that
+    has every option of the span and refuses only a value (`--mp-start-method=thread`)."""
+    for tool in candidates:
+        if not (tool.endswith(".py") or tool.startswith(tool_options.MODULE_PREFIX)):
+            continue
+        judged = site or _any_site_for(tool)
+        refused = _refusals(_grammar(tool, options, judged, ctx, include)) if judged else []
+        if refused and all(f.rule == "script-flag-value" for f in refused):
+            return _at(ctx, span, refused, f"`{span.code}` ({tool}): ")
+    return []
 
 
 def _named_before(span: prose.Span) -> str | None:
-    """The tool named nearest before ``span`` in its sentence, if any."""
+    """The tool named nearest before ``span`` in its sentence (or its table column's header),
+    if any."""
+    column = prose.column_tools(span)
+    if column:
+        return column[-1]
     lo = span.sentence[0]
     before = [m for m in span.paragraph.mentions if lo <= m.offset < span.offset]
     tools = [m.tool for m in before if not m.tool.endswith(".py")]
@@ -331,13 +378,14 @@ def _candidates(ctx: PageContext, span: prose.Span, include: Include | None) -> 
     setting = _tools_setting(include, span.words)
     heading = list(para.heading_tools)
     if para.table_row:
-        order = first + heading + named + _include_tools(include)
+        order = prose.column_tools(span) + first + heading + named + _include_tools(include)
     else:
         order = setting + first + _include_tools(include) + named + heading
-    order += _page_programs(ctx) + list(FALLBACK_TOOLS)
+    order += _page_programs(ctx) + list(FALLBACK_TOOLS) + ctx.named_programs
+    elsewhere = prose.column_tools(span, other=True)  # a table tells its columns apart
     seen: list[str] = []
     for t in order:
-        if t not in seen:
+        if t not in seen and t not in elsewhere:
             seen.append(t)
     return seen
 
@@ -362,10 +410,26 @@ def _tools_setting(include: Include | None, words: list[str]) -> list[str]:
             out.append(include.scheduler)
     for cmd in include.commands:
         words_ = [str(w) for w in cmd.words]
-        for i, w in enumerate(words_):
-            base = Path(w).name
-            if base in prose.TOOLS and want and want <= _option_names(words_[i + 1 :]):
-                out.append(base)
+        for tool, i in _command_tools(words_):
+            if want and want <= _option_names(words_[i:]):
+                out.append(tool)
+    return out
+
+
+def _command_tools(words: list[str]) -> list[tuple[str, int]]:
+    """(tool, index of the word after its name) for each tool a command line runs:
+    ``srun``, ``pip`` (also as ``python -m pip``), ``python -m MODULE``."""
+    out = []
+    for i, w in enumerate(words):
+        base = Path(w).name
+        if base in prose.TOOLS:
+            out.append((base, i + 1))
+        elif base in {"pip", "pip3"}:
+            out.append(("pip", i + 1))
+        elif base in prose.PYTHONS and words[i + 1 : i + 2] == ["-m"] and i + 2 < len(words):
+            module = words[i + 2]
+            tool = "pip" if module == "pip" else tool_options.MODULE_PREFIX + module
+            out.append((tool, i + 3))
     return out
 
 
@@ -380,11 +444,13 @@ FALLBACK_TOOLS = (
     "train_resnet.py",
     "train_resnet_keras.py",
     "reframe",
+    "pip",
 )
 
 
 def _page_programs(ctx: PageContext) -> list[str]:
-    """The project's programs the page is about (front matter ``frameworks``)."""
+    """The project's programs the page is about (front matter ``frameworks``); the other
+    programs the page names come last (:attr:`PageContext.named_programs`)."""
     frameworks = ctx.page.front_matter.get("frameworks") or []
     out = []
     if "pytorch" in frameworks:
@@ -402,21 +468,33 @@ def _include_tools(include: Include | None) -> list[str]:
         return [include.path.name]
     out = [include.scheduler] if include.scheduler else []
     for cmd in include.commands:
-        for w in cmd.words:
-            base = Path(w).name
-            if (base in prose.TOOLS or base.endswith(".py")) and base not in out:
-                out.append(base)
+        words = [str(w) for w in cmd.words]
+        tools = [t for t, _i in _command_tools(words)]
+        tools += [Path(w).name for w in words if w.endswith(".py")]
+        out += [t for t in tools if t not in out]
     return out
 
 
 _VALUE_RULE = re.compile(r"(^|-)value$|^option-value$")
 
 
-def _knows(tool, options, site, ctx, include, name_only=False) -> bool:
-    """Whether ``tool`` takes ``options`` on ``site`` (a tool of another scheduler does not:
-    its options are not what a sentence on this site's page speaks of)."""
-    forms = [options, [*options, "1"]] if name_only else [options]
-    return any(not _refusals(_grammar(tool, form, site, ctx, include)) for form in forms)
+def _knows(tool, options, site, ctx, include, name_only=False) -> list[Finding] | None:
+    """The findings of ``options`` given to ``tool`` on ``site`` if the tool takes them, else
+    None (a tool of another scheduler does not: its options are not what a sentence on this
+    site's page speaks of)."""
+    found = _grammar(tool, options, site, ctx, include)
+    if not _refusals(found):
+        return found
+    if not name_only:
+        return None
+    found = _grammar(tool, [*options, "1"], site, ctx, include)  # a value put after the name
+    refused = _refusals(found)
+    # `--mp-start-method`: the value "1" is ours, so a refusal of it (not one of the option's
+    # choices) still says the tool has the option. Not for a short form: `-nnodes` would be
+    # jsrun's `-n` with the value "nodes".
+    if refused and options[0].startswith("--"):
+        refused = [f for f in refused if not _VALUE_RULE.search(f.rule)]
+    return None if refused else [f for f in found if f not in _refusals(found)]
 
 
 REFUSING_RULES = GRAMMAR_RULES | {"scheduler-mismatch"}
@@ -462,6 +540,8 @@ def _grammar(tool: str, options: list[str], site: Site, ctx, include) -> list[Fi
         except reframe_cli.ReframeOptionError as exc:
             return [Finding("<span>", 1, "reframe-option", str(exc))]
         return []
+    if tool_options.knows(tool):
+        return tool_options.check(tool, "<span>", 1, options)
     if tool.endswith(".py"):
         contract = _contract(tool, ctx, include)
         if contract is None:
@@ -552,7 +632,7 @@ def _slurm_change(ctx, span, changes, site, include, tool=None) -> list[Finding]
 def _tool_of(ctx, span, site, include) -> str | None:
     options = _completed(span.words)[0]
     for tool in _candidates(ctx, span, include):
-        if _knows(tool, options, site, ctx, include):
+        if _knows(tool, options, site, ctx, include) is not None:
             return tool
     return None
 

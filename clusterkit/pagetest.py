@@ -13,7 +13,10 @@ Routing (one result per block, which the coverage report reads):
 * any other fenced block (text, yaml, json, ...) must say how it is tested: ``% test: output
   trainlog`` (parsed by the log parser), or ``% test: skip <reason>``; yaml/json blocks are parsed.
 
-A marker line ``% test: skip <reason>`` or ``% test: site <name>`` applies to the next block.
+A marker line ``% test: skip <reason>`` or ``% test: site <name>`` applies to the next block;
+``% test: run`` above a shell block runs it too, once its commands are checked: in bash, from the
+repository root, with this interpreter first on ``PATH`` (for the commands that read this
+checkout, ``python -m clusterkit profiles``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +42,14 @@ from sybil.parsers.myst.lexers import DirectiveLexer
 from clusterkit import emulation
 from clusterkit.command_checks import check_shell_text
 from clusterkit.errors import Finding
-from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE
-from clusterkit.profiles import ROOT, SITES_DIR, Site, all_sites, load_site
+from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE, block_site, scan_page
+from clusterkit.profiles import ROOT, SITES_DIR, Site, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
 SHELLCHECK = shutil.which("shellcheck")
 MARKER = re.compile(
-    r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail|fragment)\b\s*(?P<arg>.*)$", re.M
+    r"^%\s*test:\s*(?P<verb>skip|site|output|expect-fail|fragment|run)\b\s*(?P<arg>.*)$", re.M
 )
 
 
@@ -114,36 +118,28 @@ def _front_matter(text: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _site_titles() -> dict[str, str]:
-    out = {}
-    for s in all_sites():
-        out[s.title.lower()] = s.name
-        out[s.name.lower()] = s.name
-    return out
+_SCANNED: dict[tuple[str, int], object] = {}
 
 
-_TAB = re.compile(r"[`:]{3,}\{(?:group-tab|tab|code-tab)\}\s+(?:\w+\s+)?(?P<title>.+)$")
+def _scanned(example):
+    """The page as the lint reads it (fences, directives and tabs nested properly), once."""
+    key = (str(example.path), hash(example.document.text))
+    if key not in _SCANNED:
+        _SCANNED[key] = scan_page(Path(example.path), example.document.text)
+    return _SCANNED[key]
 
 
 def site_for(example) -> Site | None:
+    """A ``% test: site`` marker, else the site tab that encloses the block, else the page's
+    ``site:`` front matter. (A block after a closed tab group belongs to no tab.)"""
     marker = _marker_for(example)
     if marker and marker[0] == "site":
         return load_site(marker[1])
-    text = example.document.text
-    before = text[: example.region.start].splitlines()
-    titles = _site_titles()
-    for raw in reversed(before):
-        m = _TAB.match(raw.strip())
-        if m:
-            title = m["title"].strip().lower()
-            for key, name in titles.items():
-                if title == key or title.startswith(key + " ") or title.startswith(key + "("):
-                    return load_site(name)
-            break
-    fm = _front_matter(text)
-    if "site" in fm:
-        return load_site(str(fm["site"]))
-    return None
+    page = _scanned(example)
+    line = _line(example)
+    block = next((b for b in page.blocks if b.line == line), None)
+    name = block_site(page, block)
+    return load_site(name) if name else None
 
 
 def _skip_if_marked(example, kind: str) -> None:
@@ -246,6 +242,10 @@ def evaluate_shell(example) -> None:
     errors = [f for f in findings if f.level == "error"]
     if errors:
         _fail(errors)
+    marker = _marker_for(example)
+    if marker and marker[0] == "run":
+        run_from_root(source, f"{page}:{first}")
+        how, detail = "executed", f"bash from the repository root: {detail}"
     BlockResult(
         page,
         first,
@@ -253,6 +253,26 @@ def evaluate_shell(example) -> None:
         how,
         detail + warned(findings),
     ).record()
+
+
+def run_from_root(source: str, where: str, timeout: int = 120) -> None:
+    """Run a checked shell block (``% test: run``) in bash from the repository root, with this
+    interpreter's directory first on ``PATH``; a non-zero exit fails the block."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    r = subprocess.run(
+        ["bash", "-eo", "pipefail"],
+        input=source,
+        text=True,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
+    if r.returncode:
+        tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-5:])
+        raise AssertionError(f"{where}: [block-run] exited with {r.returncode}:\n{tail}")
 
 
 # --------------------------------------------------------------------------- other blocks

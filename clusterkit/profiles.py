@@ -414,6 +414,19 @@ class Site:
         """A command the site adds for its users (``tools:``), if it is one."""
         return self.data.get("tools", {}).get(name)
 
+    def wrapper(self, name: str) -> dict | None:
+        """A command the site adds around a Slurm client (``tools:`` with ``wraps``)."""
+        tool = self.tool(name)
+        return tool if tool and "wraps" in tool else None
+
+    def example(self, name: str) -> Path | None:
+        """The file of ``examples/<site>/`` a command names (``sbatch NAME``), if one matches."""
+        for cand in (ROOT / "examples" / self.name / name, ROOT / name):
+            if cand.is_file():
+                return cand
+        hits = sorted((ROOT / "examples" / self.name).rglob(Path(name).name))
+        return hits[0] if len(hits) == 1 else None
+
     def launcher(self, name: str) -> dict | None:
         return next((x for x in self.data["launchers"] if x["name"] == name), None)
 
@@ -593,6 +606,14 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                     "module-node-type",
                     f"module {full}: node type {nt!r} is not one of {sorted(node_types)}",
                 )
+    for name, tool in data.get("tools", {}).items():
+        unknown = [p for p in tool.get("partitions", ()) if p not in data.get("partitions", {})]
+        if unknown:
+            bad(
+                ("tools", name, "partitions"),
+                "tool-partition",
+                f"tool {name}: partition(s) {unknown} are not partitions of this site",
+            )
     for i, launcher in enumerate(data.get("launchers", [])):
         if launcher["status"] != "current" and not launcher.get("replacement"):
             bad(

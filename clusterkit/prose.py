@@ -19,6 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterkit import substitutions
 from clusterkit.lint import pages as P
 
 # First words that make a span a command a reader would run.
@@ -51,8 +52,22 @@ _TOOL_WORD = re.compile(
     r"(?<![\w./-])(?P<tool>" + "|".join(sorted(TOOLS, key=len, reverse=True)) + r")(?![\w-])"
 )
 _PROGRAM = re.compile(r"(?<![\w/.-])(?P<tool>[\w-]+\.py)\b")
+# Tools a sentence names by a word that is not a command of its own: pip (also in
+# ``python -m pip``), the ``venv`` module ("a venv", "venvs", "the venv-on-top-of-a-module
+# pattern") and IBM DDL's historical launcher.
+_NAMED = {
+    "pip": re.compile(r"(?<![\w./-])pip3?(?![\w-])"),
+    "python -m venv": re.compile(r"(?<![\w./-])venvs?(?!\w)"),
+    "ddlrun": re.compile(r"(?<![\w./-])(?:bede-)?ddlrun(?![\w-])"),
+}
+_PAST = re.compile(
+    r"\b(?:removed|deprecated|dropped|was|were|used|old|older|original|originally|formerly|"
+    r"no longer|historical|retired)\b",
+    re.I,
+)
 _OPTION = re.compile(r"^--?[A-Za-z]")
 _STRUCTURE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,}|%|#{1,6}\s|:[\w-]+:)")
+_RULE_ROW = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
@@ -81,7 +96,12 @@ class Span:
 
     @property
     def words(self) -> list[str]:
-        return split_words(self.code)
+        """The span's words as the reader sees them: site facts substituted."""
+        return split_words(substitutions.resolve(self.code)[0])
+
+    @property
+    def unknown_substitutions(self) -> list[str]:
+        return substitutions.resolve(self.code)[1]
 
 
 @dataclass
@@ -93,6 +113,7 @@ class Paragraph:
     mentions: list[Mention] = field(default_factory=list)
     heading_tools: tuple[str, ...] = ()  # tools the section's heading names
     table_row: bool = False
+    table_header: str = ""  # a table row's header row
     section_line: int = 0  # the line of the heading the paragraph is under (0: none)
 
     def line_at(self, offset: int) -> int:
@@ -156,20 +177,25 @@ def paragraphs(page: P.Page) -> list[Paragraph]:
     heading: tuple[str, ...] = ()
     section_line = 0
 
+    header = ""
+
     def flush() -> None:
         if cur:
             para = _paragraph(cur, tabs)
             para.heading_tools = heading
             para.section_line = section_line
             para.table_row = cur[0][1].lstrip().startswith("|")
+            para.table_header = header if para.table_row else ""
             out.append(para)
             cur.clear()
 
     for n in range(start, len(lines) + 1):
         raw = lines[n - 1]
         if n not in code and re.match(r"^#{1,6}\s", raw):
-            heading = tuple(m["tool"] for m in _TOOL_WORD.finditer(raw))
+            heading = tuple(m.tool for m in tool_mentions(raw))
             section_line = n
+        if raw.lstrip().startswith("|") and n < len(lines) and _RULE_ROW.match(lines[n]):
+            header = raw  # the row above a |---| rule heads the table
         if n in code or not raw.strip() or _STRUCTURE.match(raw):
             flush()
             continue
@@ -197,12 +223,17 @@ def _paragraph(lines: list[tuple[int, str]], tabs: dict[int, str | None]) -> Par
             para.spans.append(
                 Span(n, m["code"].strip(), pos, off + m.end(), sent, para, tabs.get(n))
             )
-    for m in _TOOL_WORD.finditer(text):
-        para.mentions.append(Mention(m["tool"], m.start()))
-    for m in _PROGRAM.finditer(text):
-        para.mentions.append(Mention(m["tool"], m.start()))
-    para.mentions.sort(key=lambda x: x.offset)
+    para.mentions = tool_mentions(text)
     return para
+
+
+def tool_mentions(text: str) -> list[Mention]:
+    """The tools ``text`` names (in code spans or not), in order."""
+    found = [Mention(m["tool"], m.start()) for m in _TOOL_WORD.finditer(text)]
+    found += [Mention(m["tool"], m.start()) for m in _PROGRAM.finditer(text)]
+    for tool, pattern in _NAMED.items():
+        found += [Mention(tool, m.start()) for m in pattern.finditer(text)]
+    return sorted(found, key=lambda x: x.offset)
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -251,3 +282,45 @@ def sentence_spans(span: Span) -> list[Span]:
         for s in span.paragraph.spans
         if lo <= s.offset < span.offset and s.kind == "option" and s.sentence == span.sentence
     ]
+
+
+def column_tools(span: Span, other: bool = False) -> list[str]:
+    """For a span in a table row, the tools its column's header names ("WMLCE `main.py`
+    option"), which say whose options the column lists; with ``other``, the tools the other
+    columns' headers name, whose options this column's are not."""
+    para = span.paragraph
+    if not para.table_row or not para.table_header:
+        return []
+    column = _cells_before(para.text[: span.offset])
+    cells = _cells(para.table_header)
+    picked = [c for i, c in enumerate(cells) if (i != column) == other]
+    return [m.tool for cell in picked for m in tool_mentions(cell)]
+
+
+def _masked(text: str) -> str:
+    text = P._INLINE.sub(lambda m: "x" * len(m.group(0)), text)
+    return text.replace("\\|", "xx")
+
+
+def _cells_before(row_prefix: str) -> int:
+    """The index of the cell that the text after ``row_prefix`` is in."""
+    text = row_prefix.lstrip()
+    return _masked(text).count("|") - (1 if text.startswith("|") else 0)
+
+
+def _cells(row: str) -> list[str]:
+    text = row.strip()
+    cells, start = [], 0
+    for i, c in enumerate(_masked(text)):
+        if c == "|":
+            cells.append(text[start:i])
+            start = i + 1
+    cells.append(text[start:])
+    return cells[1:] if text.startswith("|") else cells
+
+
+def told_as_past(span: Span) -> bool:
+    """Whether the span's sentence speaks of the past ("was", "removed", "the original used")."""
+    lo, hi = span.sentence
+    text = P._INLINE.sub(" ", span.paragraph.text[lo:hi])
+    return bool(_PAST.search(text))

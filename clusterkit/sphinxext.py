@@ -17,10 +17,12 @@ from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
+from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from clusterkit import stacks as S
+from clusterkit import substitutions
 from clusterkit.errors import CheckError
 from clusterkit.lint import stack_pages
 from clusterkit.lint.pages import scan_page
@@ -506,7 +508,31 @@ class ExampleLiteralInclude(LiteralInclude):
         return [*result, para]
 
 
+def substitute_code(document: nodes.document, values: dict[str, str]) -> list[nodes.literal]:
+    """Put the site facts into inline code (MyST substitutes prose only, so a reader would see
+    `` `--cpus-per-task={{ bede_gh_cores }}` `` as written); the spans with an unknown key."""
+    bad = []
+    for node in list(document.findall(nodes.literal)):
+        text = node.astext()
+        if "{{" not in text:
+            continue
+        new, unknown = substitutions.resolve(text, values)
+        if unknown:
+            bad.append(node)
+        node[:] = [nodes.Text(new)]
+    return bad
+
+
+class CodeSubstitutions(SphinxTransform):
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        for node in substitute_code(self.document, self.config.myst_substitutions):
+            logger.warning("no substitution for %s in inline code", node.astext(), location=node)
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_transform(CodeSubstitutions)
     app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)

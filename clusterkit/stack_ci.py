@@ -309,11 +309,13 @@ def check_stack(
     envs_dir: Path = ENVS_DIR,
     select: str | None = None,
     built: Future | None = None,
+    earlier: dict[tuple, tuple[str, TestRun]] | None = None,
 ) -> StackReport:
     """Build or reuse the stack's environment and run its programs' tests there. ``programs``:
     those of the pages that name the stack (None: no page names it); ``select``: pytest's
     ``-k``, to run fewer tests; ``built``: a build of its environment already under way
-    (its result: (problem, seconds))."""
+    (its result: (problem, seconds)); ``earlier``: runs of this session by (environment,
+    programs, select), each with its stack: an identical run is not repeated, its result stands."""
     report = StackReport(stack)
     named = programs is not None
     programs = programs or []
@@ -369,7 +371,14 @@ def check_stack(
     note = "the same minor version" if same else f"differs: the stack has Python {stack.python}"
     report.say("interpreter", f"{_rel(env.python)}, Python {python} ({note})")
     report.say("installed", ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
-    run = run_tests(stack.key, env.python, programs, select=select)
+    key = (env.path, tuple(programs), select)
+    if earlier is not None and key in earlier:
+        first, run = earlier[key]
+        report.say("same run", f"as {first}: the same environment and programs, so its tests stand")
+    else:
+        run = run_tests(stack.key, env.python, programs, select=select)
+        if earlier is not None:
+            earlier[key] = (stack.key, run)
     for rel in run.ran:
         report.say("ran", f"{rel} (the tests of {TESTS[rel]} marked stack)")
     for rel, why in run.not_run.items():
@@ -420,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [(k, s) for k, s in sorted(stacks.items()) if not args.only or k in args.only]
     needed = {k: environment_needed(s, programs.get(k)) for k, s in chosen}
     reports = []
+    earlier: dict[tuple, tuple[str, TestRun]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         builds = start_builds(pool, [e for e in needed.values() if e])
         for key, stack in chosen:
@@ -427,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             env = needed[key]
             # the first stack to use an environment waits for its build; the others reuse it
             built = builds.pop(env.path, None) if env else None
-            report = check_stack(stack, programs.get(key), built=built)
+            report = check_stack(stack, programs.get(key), built=built, earlier=earlier)
             print("\n".join(report.lines), flush=True)
             reports.append(report)
     if not args.only:

@@ -31,7 +31,7 @@ def _output(tmp_path: Path) -> str:
 
 def test_slice_runs_as_a_two_rank_ddp_job(emulated_env, tmp_path):
     job = _job_dir(tmp_path)
-    env = dict(emulated_env, CLUSTERKIT_SITE="bede")
+    env = dict(emulated_env, CLUSTERKIT_SITE="bede", TRAIN_TINY_STEPS="2")
     r = subprocess.run(
         ["sbatch", SLICE.name], cwd=job, env=env, capture_output=True, text=True, timeout=300
     )

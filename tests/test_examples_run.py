@@ -2,10 +2,10 @@
 
 Every job script of a Slurm site that starts one of the trainers runs, unless NOT_RUN says why
 not: a new site's scripts are found here without editing this file. Each runs as written in a
-scratch job directory holding the script and the trainer it starts; CI sets TRAIN_TINY=1 so that
-the trainers run a few steps on CPU. The launchers' emulators say how many ranks they started
-(``... K started here``): the trainer must have formed one world of exactly those ranks, and a
-script that asks for several ranks must have run at least two.
+scratch job directory holding the script and the trainer it starts; the tests set TRAIN_TINY=1
+and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU. The launchers' emulators say
+how many ranks they started (``... K started here``): the trainer must have formed one world of
+exactly those ranks, and a script that asks for several ranks must have run at least two.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ def test_not_run_names_existing_scripts():
 def test_job_script_runs(emulated_env, tmp_path, site, script, trainer):
     shutil.copy(EX / script, tmp_path)
     shutil.copy(trainer, tmp_path)
-    env = dict(emulated_env, CLUSTERKIT_SITE=site)
+    # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
+    # trainers' own tests cover longer runs, resume and preemption.
+    env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2")
     r = subprocess.run(
         ["sbatch", Path(script).name],
         cwd=tmp_path,

@@ -38,3 +38,36 @@ def test_mistakes_name_line_and_rule(line, said):
     (finding,) = slurm_query.check("p.md", 3, line.split())
     assert (finding.line, finding.rule) == (3, "query-option")
     assert said in finding.message
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "sacct -j 123456 --format=JobID,JobName,Elapsed,AllocCPUS,TotalCPU,MaxRSS,State",
+        "sacct -j 123456.batch,123457_2 -o jobid%20,maxrss",  # a prefix, any case, a width
+        "sacct -j $SLURM_JOB_ID --format=ALL",
+        "seff 123456",
+        "seff -d <jobid>",
+    ],
+)
+def test_accounting_commands_users_run_pass(line):
+    assert slurm_query.check("p.md", 3, line.split()) == []
+
+
+@pytest.mark.parametrize(
+    "line,said",
+    [
+        ("sacct -j 123456 --format=JobID,MaxMemory", 'Invalid field requested: "MaxMemory"'),
+        ("sacct --format=ReqGRES", "ReqGRES has been removed, please use ReqTRES"),
+        ("sacct -j 12a", "invalid job id '12a'"),
+        ("seff", "takes exactly one job id; given 0"),
+        ("seff 1 2", "takes exactly one job id; given 2"),
+        ("seff -x 1", "unknown option: x"),
+        ("seff --verbose 1", "unknown option: -"),
+        ("seff job1", "invalid job id 'job1'"),
+    ],
+)
+def test_accounting_mistakes_name_line_and_rule(line, said):
+    (finding,) = slurm_query.check("p.md", 3, line.split())
+    assert (finding.line, finding.rule) == (3, "query-option")
+    assert said in finding.message

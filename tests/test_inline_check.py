@@ -73,6 +73,68 @@ MISTAKES = [
         "`python -m torch.distributed.launch`.",
         {"deprecated:torch-distributed-launch"},
     ),
+    # pip's own parser: an option pip removed, told as current, gets the registry's rule
+    (
+        "docs/howto/troubleshooting.md",
+        "For build\nsettings, use `--config-settings KEY=VALUE`",
+        "For build\nsettings, use `--global-option=KEY`",
+        {"deprecated:pip-global-option"},
+    ),
+    # ... and one pip never had is wrong in a sentence about the past too
+    (
+        "docs/howto/troubleshooting.md",
+        "removed `--install-option`, and",
+        "removed `--instal-option`, and",
+        {"option-unknown"},
+    ),
+    # venv's own options
+    (
+        "docs/howto/environment.md",
+        "`--system-site-packages` lets the",
+        "`--system-packages` lets the",
+        {"option-unknown"},
+    ),
+    # NVIDIA's main.py, named by the table's column header, by its recorded contract
+    (
+        "docs/benchmarks/resnet50.md",
+        "| `--lr_init=0.256` |",
+        "| `--lr_initial=0.256` |",
+        {"option-unknown"},
+    ),
+    (
+        "docs/benchmarks/resnet50.md",
+        "| `--num_iter=50 --iter_unit=epoch` |",
+        "| `--num_iter=50 --iter_unit=epochs` |",
+        {"script-flag-value"},
+    ),
+    # a choices option the trainer has: by name it passes, with a value not among them it fails
+    (
+        "docs/howto/troubleshooting.md",
+        "takes `--mp-start-method` to choose",
+        "takes `--mp-start-method=thread` to choose",
+        {"script-flag-value"},
+    ),
+    # site facts are substituted before the span is judged
+    (
+        "docs/howto/bede/grace-hopper.md",
+        "- `--cpus-per-task={{ bede_gh_cores }}`",
+        "- `--cpus-per-task={{ bede_gh_core }}`",
+        {"substitution"},
+    ),
+    # the options of the command the section runs (python -m clusterkit.reframe_config)
+    (
+        "docs/howto/site-staff/run-reframe.md",
+        "`--include-historical` adds the others",
+        "`--include-retired` adds the others",
+        {"option-unknown"},
+    ),
+    # ddlrun's option table
+    (
+        "docs/howto/distributed.md",
+        "`--nodes 18 --racks 4 --aisles 2`",
+        "`--nodes 18 --racks 4 --isles 2`",
+        {"option-unknown"},
+    ),
 ]
 
 
@@ -166,3 +228,59 @@ def test_the_page_tests_fail_a_wrong_span_and_record_inline_results(tmp_path):
     assert [(x["kind"], x["line"], x["code"]) for x in records] == [
         ("inline", 6, "sbatch --gres=gpu:5 job.sbatch")
     ]
+
+
+def test_a_substituted_site_fact_is_judged_against_the_profile():
+    line, results = _judge_page(
+        "docs/howto/bede/grace-hopper.md",
+        "- `--cpus-per-task={{ bede_gh_cores }}`",
+        "- `--cpus-per-task={{ bede_gh_cores }}0`",
+    )
+    errors = _errors_near(results, line)
+    assert errors and all(f.rule != "substitution" for f in errors), [str(f) for f in errors]
+    assert any("720" in f.message for f in errors), [str(f) for f in errors]
+
+
+def test_a_removed_option_in_a_sentence_about_the_past_is_a_notice():
+    line, results = _judge_page(
+        "docs/howto/troubleshooting.md", "removed `--install-option`", "removed `--install-option`"
+    )
+    (result,) = [r for s, r in results if s.line == line and s.code == "--install-option"]
+    assert result.how == "option-checked" and not result.errors
+    assert [f.rule for f in result.findings] == ["deprecated:pip-install-option"]
+
+
+def test_a_table_column_header_names_whose_options_the_column_lists():
+    line, results = _judge_page(
+        "docs/benchmarks/resnet50.md", "| `--precision=fp16", "| `--precision=fp16"
+    )
+    details = {s.code: r.detail for s, r in results if s.line == line}
+    assert details["--precision=fp16 --loss_scale=1024 --use_static_loss_scaling"].startswith(
+        "main.py"
+    )
+    assert details["--precision fp16"].startswith("train_resnet.py")
+
+
+def test_inline_code_shows_the_site_fact_it_names():
+    from docutils.core import publish_doctree
+    from myst_parser.parsers.docutils_ import Parser
+
+    from clusterkit.sphinxext import substitute_code
+
+    doc = publish_doctree(
+        "Use `--cpus-per-task={{ cores }}` and `{{ nothing }}`.\n",
+        parser=Parser(),
+        settings_overrides={"report_level": 5},
+    )
+    bad = substitute_code(doc, {"cores": "72"})
+    texts = [n.astext() for n in doc.findall(lambda n: n.tagname == "literal")]
+    assert texts == ["--cpus-per-task=72", "{{ nothing }}"]
+    assert [n.astext() for n in bad] == ["{{ nothing }}"]
+
+
+def test_an_option_of_a_module_that_is_not_here_is_not_taken_for_its():
+    from clusterkit import tool_options
+
+    found = tool_options.check("python -m no_such_module_here", "page.md", 3, ["--flag"])
+    assert [f.rule for f in found] == ["script-flags"]
+    assert tool_options.check("python -m venv", "page.md", 3, ["--system-site-packages"]) == []

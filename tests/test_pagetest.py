@@ -93,7 +93,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
         ```
 
         ```bash
-        rsync -a src/ dst/
+        ffmpeg -i talk.mp4 talk.webm
         ```
 
         ```text
@@ -109,7 +109,7 @@ def test_blocks_are_routed_and_recorded(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "[module-known]" in out
-    assert "no checker for `rsync`" in out
+    assert "no checker for `ffmpeg`" in out
     assert "[block-untested]" in out and "(text)" not in out
     assert "2 passed" in out and "1 skipped" in out and "3 failed" in out, out
     hows = sorted(rec["how"] for rec in _log(tmp_path))
@@ -137,3 +137,60 @@ def test_salloc_lines_are_judged_like_batch_jobs():
     assert [f.rule for f in check("p.md", 3, ["salloc", "--no-such-option"], bede)] == [
         "salloc-option"
     ]
+
+
+def test_a_run_block_runs_from_the_repository_root(tmp_path):
+    page = textwrap.dedent("""\
+        % test: run
+        ```console
+        $ python -m clusterkit profiles
+        ```
+
+        % test: run
+        ```bash
+        python -c "raise SystemExit(3)"
+        ```
+        """)
+    r = _run_pages(tmp_path, page)
+    out = r.stdout + r.stderr
+    assert "1 passed" in out and "1 failed" in out, out
+    assert "page.md:8: [block-run] exited with 3" in out
+    (rec,) = _log(tmp_path)
+    assert rec["how"] == "executed" and rec["line"] == 3
+    assert rec["detail"].startswith("bash from the repository root")
+
+
+def test_a_block_after_a_closed_tab_group_has_the_page_site_not_the_last_tab():
+    from types import SimpleNamespace
+
+    from clusterkit.pagetest import site_for
+
+    text = textwrap.dedent("""\
+        ---
+        site: bede
+        ---
+        `````{tabs}
+        ````{group-tab} Summit
+        ```bash
+        jsrun -n 1 hostname
+        ```
+        ````
+        `````
+
+        ```bash
+        srun hostname
+        ```
+        """)
+    doc = _Doc(text)
+
+    def example(fence_line: int):
+        start = sum(len(ln) + 1 for ln in text.splitlines()[: fence_line - 1])
+        return SimpleNamespace(
+            path="page.md", document=doc, region=SimpleNamespace(start=start, parsed=None)
+        )
+
+    lines = text.splitlines()
+    inside = lines.index("```bash") + 1
+    after = len(lines) - lines[::-1].index("```bash")
+    assert site_for(example(inside)).name == "summit"
+    assert site_for(example(after)).name == "bede"

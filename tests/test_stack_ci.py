@@ -93,6 +93,34 @@ def test_the_trainer_passes_with_only_the_apis_of_pytorch_2_1(tmp_path, plain_en
     assert "2 passed, 0 failed" in text
 
 
+def test_stacks_sharing_an_environment_share_one_run_and_its_failures(tmp_path, monkeypatch):
+    """Two stacks that install the same packages get the same environment: their tests run once
+    and the result, a failure included, stands for both."""
+    first, second = stack_lacking("a", []), stack_lacking("a", [])
+    second = Stack("other", "a", second.raw)
+    envs = fake_environment(tmp_path, first, [])
+    calls = []
+
+    def one_failing_run(stack_key, python, programs, **kw):
+        calls.append(stack_key)
+        run = stack_ci.TestRun(ran=[stack_ci._rel(p) for p in programs])
+        run.failures.append(stack_ci.Failure(run.ran[0], "test_x", "AttributeError: y"))
+        return run
+
+    monkeypatch.setattr(stack_ci, "run_tests", one_failing_run)
+    earlier: dict = {}
+    reports = [
+        stack_ci.check_stack(s, [TRAINER], envs_dir=envs, earlier=earlier) for s in (first, second)
+    ]
+    assert calls == ["test/a"]
+    assert [r.status for r in reports] == ["fail", "fail"]
+    text = "\n".join(reports[1].lines)
+    assert (
+        "same run:     as test/a" in text
+        and "FAIL examples/pytorch/train_resnet.py under other/a" in text
+    )
+
+
 # --------------------------------------------------------------------------- pieces
 @pytest.mark.parametrize(
     ("text", "reason"),

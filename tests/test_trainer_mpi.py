@@ -110,6 +110,7 @@ def test_archer2_cpu_job_script_runs_with_the_mpi_backend(emulated_env, tmp_path
     env = clean_env(
         emulated_env,
         CLUSTERKIT_SITE="archer2",
+        TRAIN_TINY_STEPS="2",
         CLUSTERKIT_MPI_RENDEZVOUS=str(tmp_path / "rendezvous"),
         PATH=f"{wrapper.parent}{os.pathsep}{emulated_env['PATH']}",
     )

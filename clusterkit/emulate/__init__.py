@@ -9,7 +9,8 @@ point down only:
    ``body`` (the commands of a script, each handed to its judge), ``slurm_request``/``bsub``
    (what a script asks for), ``slurm`` (Slurm's rules), ``checkjob`` (the CLI's entry);
 3. judges, each registered by name: ``sbatch`` and ``lsf`` judge whole scripts; ``srun``,
-   ``jsrun``, ``ddl``, ``containers``, ``programs`` and ``modules`` judge commands;
+   ``jsrun``, ``ddl``, ``containers``, ``programs``, ``modules`` and ``wrappers`` (a
+   site's own commands around a Slurm client) judge commands;
 4. the shims that run things here, scaled down: ``run_slurm``, ``run_lsf``, ``run_launchers``,
    ``run_tools`` over ``runtime``, dispatched by ``entry`` and written out by ``shimdir``.
 """

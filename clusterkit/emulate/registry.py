@@ -24,6 +24,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.containers",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
+    "clusterkit.emulate.wrappers",
 )
 
 

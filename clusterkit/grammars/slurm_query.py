@@ -1,13 +1,20 @@
-"""``squeue``, ``sacct`` and ``scontrol``: their options as data, for checking commands a page
-shows. Names and arities from the squeue(1), sacct(1) and scontrol(1) manual pages of Slurm
-23.02-24.05. Like the other Slurm tools they parse with getopt_long (a long option may be
-abbreviated to a unique prefix), which argparse reproduces. What such a command answers
-depends on the live queue; its command line does not, and that is what is judged here.
+"""``squeue``, ``sacct``, ``scontrol`` and ``seff``: their options as data, for checking commands
+a page shows. Names and arities from the squeue(1), sacct(1) and scontrol(1) manual pages of
+Slurm 23.02-24.05. Like the other Slurm tools they parse with getopt_long (a long option may be
+abbreviated to a unique prefix), which argparse reproduces. sacct's ``--format`` fields are its
+field table (``src/sacct/sacct.c``, Slurm 24.05), matched as sacct matches them
+(``src/sacct/options.c``: a case-insensitive prefix, the first in the table wins, ``%N`` sets a
+width); ``seff`` is Slurm's contributed script (``contribs/seff/seff``, Slurm 24.05:
+``getopts('hvdf:')`` and exactly one job id). What such a command answers depends on the live
+queue; its command line does not, and that is what is judged here. A job id is the reader's
+own, so any job id is taken as a placeholder: a number (``123456``, ``123456_7``,
+``123456.batch``), a shell variable or a ``<...>`` word.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 
 from clusterkit.errors import Finding
 
@@ -65,6 +72,27 @@ SHOW_ENTITIES = {
     "slurmd", "step", "steps", "topology", "topo", "assoc",
 }  # fmt: skip
 TABLES = {"squeue": SQUEUE, "sacct": SACCT, "scontrol": SCONTROL}
+# sacct's field table, in its order (src/sacct/sacct.c, Slurm 24.05)
+SACCT_FIELDS = (
+    "Account AdminComment AllocCPUS AllocNodes AllocTRES AssocID AveCPU AveCPUFreq AveDiskRead "
+    "AveDiskWrite AvePages AveRSS AveVMSize BlockID Cluster Comment Constraints ConsumedEnergy "
+    "ConsumedEnergyRaw Container CPUTime CPUTimeRAW DBIndex DerivedExitCode Elapsed ElapsedRaw "
+    "Eligible End ExitCode Extra FailedNode Flags GID Group JobID JobIDRaw JobName Layout "
+    "Licenses MaxDiskRead MaxDiskReadNode MaxDiskReadTask MaxDiskWrite MaxDiskWriteNode "
+    "MaxDiskWriteTask MaxPages MaxPagesNode MaxPagesTask MaxRSS MaxRSSNode MaxRSSTask MaxVMSize "
+    "MaxVMSizeNode MaxVMSizeTask McsLabel MinCPU MinCPUNode MinCPUTask NCPUS NNodes NodeList "
+    "NTasks Partition Planned PlannedCPU PlannedCPURAW Priority QOS QOSRAW Reason ReqCPUFreq "
+    "ReqCPUFreqGov ReqCPUFreqMax ReqCPUFreqMin ReqCPUS ReqMem ReqNodes ReqTRES Reservation "
+    "ReservationId Start State StdErr StdIn StdOut Submit SubmitLine Suspended SystemComment "
+    "SystemCPU Timelimit TimelimitRaw TotalCPU TRESUsageInAve TRESUsageInMax TRESUsageInMaxNode "
+    "TRESUsageInMaxTask TRESUsageInMin TRESUsageInMinNode TRESUsageInMinTask TRESUsageInTot "
+    "TRESUsageOutAve TRESUsageOutMax TRESUsageOutMaxNode TRESUsageOutMaxTask TRESUsageOutMin "
+    "TRESUsageOutMinNode TRESUsageOutMinTask TRESUsageOutTot UID User UserCPU WCKey WCKeyID "
+    "WorkDir"
+).split()
+SACCT_REMOVED = {"allocgres": "AllocTRES", "reqgres": "ReqTRES"}
+SEFF_OPTIONS = {"-h": False, "-v": False, "-d": False, "-f": True}  # getopts('hvdf:')
+JOB_ID = re.compile(r"^(\d+([_+]\d+)?(\.(\d+|batch|extern|interactive))?|\$\{?\w+\}?|<[^<>]+>)$")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,12 +119,18 @@ def parse(tool: str, argv: list[str]) -> argparse.Namespace:
 
 
 def check(path, line: int, words: list[str], site=None) -> list[Finding]:
-    """Findings for a ``squeue``/``sacct``/``scontrol`` command (``words`` include it)."""
+    """Findings for a ``squeue``/``sacct``/``scontrol``/``seff`` command (``words`` include it)."""
     tool = words[0].rsplit("/", 1)[-1]
+    if tool == "seff":
+        problem = seff_problem(list(words[1:]))
+        return [Finding(path, line, "query-option", f"seff: {problem}")] if problem else []
     try:
         ns = parse(tool, list(words[1:]))
     except ValueError as exc:
         return [Finding(path, line, "query-option", f"{tool}: {exc}")]
+    if tool == "sacct":
+        problem = sacct_problem(ns)
+        return [Finding(path, line, "query-option", f"sacct: {problem}")] if problem else []
     if tool != "scontrol" or ns.command is None:
         return []
     if ns.command not in SCONTROL_COMMANDS:
@@ -104,3 +138,45 @@ def check(path, line: int, words: list[str], site=None) -> list[Finding]:
     if ns.command == "show" and ns.args and ns.args[0].lower() not in SHOW_ENTITIES:
         return [Finding(path, line, "query-option", f"scontrol: invalid entity: {ns.args[0]}")]
     return []
+
+
+def sacct_problem(ns: argparse.Namespace) -> str | None:
+    """What sacct refuses in its ``--format`` fields or ``--jobs`` ids, if anything."""
+    for given in ns.format or []:
+        for item in filter(None, (x.strip() for x in given.split(","))):
+            name = item.split("%")[0]
+            if name.lower() in SACCT_REMOVED:
+                return f"{name} has been removed, please use {SACCT_REMOVED[name.lower()]}"
+            if not any(f.lower().startswith(name.lower()) for f in ("ALL", *SACCT_FIELDS)):
+                return f'error: Invalid field requested: "{name}"'
+    for given in ns.jobs or []:
+        bad = [j for j in given.split(",") if not JOB_ID.match(j)]
+        if bad:
+            return f"invalid job id {bad[0]!r}"
+    return None
+
+
+def seff_problem(argv: list[str]) -> str | None:
+    """What seff's ``getopts('hvdf:')`` and its one-job-id rule refuse, if anything."""
+    args, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            args += argv[i + 1 :]
+            break
+        if not word.startswith("-") or word == "-":
+            args.append(word)
+        else:
+            for k, letter in enumerate(word[1:], 1):
+                flag = f"-{letter}"
+                if flag not in SEFF_OPTIONS:
+                    return f"unknown option: {letter}"
+                if SEFF_OPTIONS[flag]:
+                    i += 0 if word[k + 1 :] else 1  # the value is the rest, or the next word
+                    break
+        i += 1
+    if len(args) != 1:
+        return f"takes exactly one job id; given {len(args)}"
+    if not JOB_ID.match(args[0]):
+        return f"invalid job id {args[0]!r}"
+    return None

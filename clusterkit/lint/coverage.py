@@ -36,7 +36,8 @@ from clusterkit.profiles import ROOT
 
 DEFAULT_PAGE = ROOT / "docs" / "project" / "test-coverage.md"
 HOWS = {
-    "executed": "run (Python, one namespace per page)",
+    "executed": "run (Python, one namespace per page; a shell block marked `% test: run`, "
+    "once its commands are checked, in bash from the repository root)",
     "emulated-job": "job script judged by the scheduler emulator against its site's profile",
     "real-slurm": "job script submitted to a real Slurm configured from the site's profile",
     "command-checked": "each command checked (modules, launch lines, submissions, installs, "
@@ -235,6 +236,8 @@ def predict(page: P.Page, block: P.Block) -> tuple[str | None, str]:
     if block.is_shell:
         if "#SBATCH" in block.text or "#BSUB" in block.text:
             return "emulated-job", ""
+        if marker and marker[0] == "run":
+            return "executed", "bash from the repository root"
         return "command-checked", ""
     if lang in {"yaml", "yml", "json"}:
         return "data-parsed", lang
