@@ -9,7 +9,10 @@ import pytest
 from conftest import ROOT, benchmark_module
 
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts import record.py from beside them
-race = benchmark_module("race_pytorch_examples")
+try:
+    race = benchmark_module("race_pytorch_examples")
+finally:
+    sys.path.pop(0)
 
 STAND_IN = """
 import sys, time
