@@ -527,7 +527,10 @@ class CodeSubstitutions(SphinxTransform):
     default_priority = 500
 
     def apply(self, **kwargs) -> None:
-        for node in substitute_code(self.document, self.config.myst_substitutions):
+        values = getattr(self.config, "myst_substitutions", None)  # absent without myst_parser
+        if not values:
+            return
+        for node in substitute_code(self.document, values):
             logger.warning("no substitution for %s in inline code", node.astext(), location=node)
 
 

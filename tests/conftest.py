@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import benchmark_module
 
 from clusterkit.emulate import shimdir
 
@@ -72,16 +73,6 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-
-
-def benchmark_module(name: str):
-    """A script of benchmarks/ imported as a module (they are files to copy, not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

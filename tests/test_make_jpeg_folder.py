@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import benchmark_module
+from benchmark_scripts import benchmark_module
 
 maker = benchmark_module("make_jpeg_folder")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import ROOT, benchmark_module
+from benchmark_scripts import ROOT, benchmark_module
 
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts import record.py from beside them
 try:
