@@ -881,9 +881,13 @@ def test_gpu_decoding_path_crops_what_the_cpu_loader_crops(trainer, jpeg_folder,
     assert 0 <= top <= top + h <= encoded.height and 0 <= left <= left + w <= encoded.width
     decoder = trainer.GpuDecoder(24, cpu)
     assert decoder.decode_all([]) == []  # a batch of PNGs only
-    decoder.batched = False  # torchvision before 0.19: one call per image
+    assert not decoder.batched  # on the CPU: one call per image, whatever the torchvision
     (one,) = decoder.decode_all([payload])
     assert one.shape == (3, encoded.height, encoded.width)
+    if trainer.version_tuple(torchvision.__version__) >= (0, 20):  # a list on the CPU too
+        decoder.batched = True  # the call a GPU makes: the same pixels
+        (batched,) = decoder.decode_all([payload])
+        assert torch.equal(batched, one)
     train = trainer.folder_batches(args, "train", 0, 1, cpu)
     assert len(train) == 3  # 16 images in batches of 5: the 16th is left out
 
