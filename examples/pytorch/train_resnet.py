@@ -743,8 +743,7 @@ class GpuDecoder:
 
         self.size, self.device = size, device
         self.decode, self.rgb = decode_jpeg, ImageReadMode.RGB
-        # torchvision 0.19 decodes a list of images in one batched nvJPEG call on a GPU; its
-        # CPU decoder takes one image at a time (0.19's refuses a list)
+        # torchvision 0.19+ decodes a list in one nvJPEG call on a GPU (0.19's CPU one: no list)
         self.batched = device.type == "cuda" and version_tuple(torchvision.__version__) >= (0, 19)
 
     def decode_all(self, jpegs: list) -> list:
