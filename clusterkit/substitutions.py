@@ -5,7 +5,7 @@ names have none.
 
 ``conf.py`` hands them to MyST; MyST leaves inline code as it is, so
 :mod:`clusterkit.sphinxext` puts them into code spans too (the span
-``--cpus-per-task={{ bede_gh_cores }}`` shows ``--cpus-per-task=72``), and the inline-code
+``--cpus-per-task={{ bede_gh_cores }}`` shows the core count of Bede's profile), and the inline-code
 checks judge the span with the same values.
 """
 
