@@ -1,0 +1,261 @@
+"""A Horovod wheel for the frameworks of the running environment, built once and kept.
+
+Horovod's last release, 0.28.1, is on PyPI as sources only, and they do not build against
+today's PyTorch and TensorFlow as released (``docs/howto/horovod.md``). :func:`wheel` builds it
+the way that page shows: the source release with its C++ standard raised and its XLA ops left
+out, built without pip's build isolation against the installed frameworks. The wheel is kept in
+a cache directory under a name made of the versions it was built for (Horovod, PyTorch,
+TensorFlow, Python) and of this file's recipe, so a later run finds it and installs it in
+seconds; another framework version or another recipe builds a new one.
+
+A CUDA build of PyTorch makes Horovod compile its CUDA kernels, with nvcc, even when no GPU
+operation is asked for. The toolkit comes from PyPI, at PyTorch's CUDA version, into the build's
+scratch directory; the environment's own CUDA headers (PyTorch's dependencies) fill in the rest.
+The scratch directory (sources, toolkit, objects: several hundred MB) goes once the wheel exists.
+
+``python -m clusterkit.horovod_wheel CACHE_DIR`` prints the wheel's path, building it if needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata as metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+VERSION = "0.28.1"
+CXX_STANDARD = "20"  # PyTorch 2.14's headers need C++20, TensorFlow 2.21's C++17
+GPU_ARCHITECTURES = "90"  # one architecture is enough for a build that tests on the CPU
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu")
+# the NVIDIA wheels that make a CUDA toolkit for Horovod's kernels, at PyTorch's CUDA version
+TOOLKIT_PACKAGES = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm")
+BUILD_ENV = {
+    "HOROVOD_WITH_PYTORCH": "1",
+    "HOROVOD_WITH_TENSORFLOW": "1",
+    "HOROVOD_WITHOUT_MXNET": "1",
+    "HOROVOD_WITHOUT_MPI": "1",  # horovodrun --gloo starts the ranks
+    "HOROVOD_WITH_GLOO": "1",
+    "HOROVOD_BUILD_CUDA_CC_LIST": GPU_ARCHITECTURES,
+}
+
+
+class BuildError(RuntimeError):
+    """The build stopped; the message names the step and ends with the tool's last lines."""
+
+
+# --------------------------------------------------------------------------- what to build for
+def installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def framework_versions() -> dict[str, str]:
+    """PyTorch's, TensorFlow's and Python's versions in this environment (no import)."""
+    torch = installed("torch")
+    tensorflow = next(filter(None, map(installed, TENSORFLOW_DISTRIBUTIONS)), None)
+    if torch is None or tensorflow is None:
+        raise BuildError(
+            "Horovod is built for PyTorch and TensorFlow together, and this environment "
+            f"lacks {'PyTorch' if torch is None else 'TensorFlow'}"
+        )
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return {"torch": torch, "tensorflow": tensorflow, "python": python}
+
+
+def recipe_digest() -> str:
+    """Changes when this file (the build's recipe) does."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+
+
+def cache_name(versions: dict[str, str]) -> str:
+    """The cache entry for these versions: readable, and safe as a directory name."""
+    name = (
+        f"horovod-{VERSION}-torch{versions['torch']}-tf{versions['tensorflow']}"
+        f"-py{versions['python']}-{recipe_digest()}"
+    )
+    return re.sub(r"[^\w.-]", "_", name)
+
+
+def cached_wheel(entry: Path) -> Path | None:
+    found = sorted(entry.glob(f"horovod-{VERSION}-*.whl"))
+    return found[0] if found else None
+
+
+# --------------------------------------------------------------------------- the sources
+def raise_cxx_standard(text: str) -> str:
+    return text.replace("CMAKE_CXX_STANDARD 14", f"CMAKE_CXX_STANDARD {CXX_STANDARD}")
+
+
+def drop_xla_ops(text: str) -> str:
+    """The XLA ops include highwayhash headers that the TensorFlow wheel does not ship."""
+    return "".join(line for line in text.splitlines(keepends=True) if "xla_mpi_ops.cc" not in line)
+
+
+PATCHES = {
+    "CMakeLists.txt": (raise_cxx_standard,),
+    "horovod/torch/CMakeLists.txt": (raise_cxx_standard,),
+    "horovod/tensorflow/CMakeLists.txt": (drop_xla_ops,),
+}
+
+
+def patch_sources(tree: Path) -> None:
+    """Apply :data:`PATCHES`; a file missing, or one a patch leaves as it was, is an error
+    (the release's files are not what the recipe expects)."""
+    for rel, patches in PATCHES.items():
+        path = tree / rel
+        if not path.is_file():
+            raise BuildError(f"{path}: not in the Horovod {VERSION} sources")
+        text = path.read_text(encoding="utf-8")
+        for patch in patches:
+            changed = patch(text)
+            if changed == text:
+                raise BuildError(f"{path}: {patch.__name__} found nothing to change")
+            text = changed
+        path.write_text(text, encoding="utf-8")
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    tree = into / f"horovod-{VERSION}"
+    if not (tree / "setup.py").is_file():
+        raise BuildError(f"{archive}: no horovod-{VERSION}/setup.py in it")
+    return tree
+
+
+# --------------------------------------------------------------------------- the CUDA toolkit
+def torch_cuda_version(python: str) -> str | None:
+    """The CUDA version PyTorch was built with ("13.0"), or None for a CPU build."""
+    out = _run([python, "-c", "import torch; print(torch.version.cuda or '')"], "ask PyTorch")
+    lines = out.strip().splitlines()
+    return lines[-1].strip() or None if lines else None
+
+
+def toolkit_requirements(cuda: str, runtime: str | None) -> list[str]:
+    """nvcc and its parts at PyTorch's CUDA version; the CUDA runtime at the installed one (its
+    headers must match the library PyTorch loads)."""
+    pins = [f"{name}=={cuda}.*" for name in TOOLKIT_PACKAGES]
+    return [*pins, f"nvidia-cuda-runtime=={runtime}" if runtime else f"nvidia-cuda-runtime=={cuda}.*"]
+
+
+def install_toolkit(python: str, cuda: str, target: Path) -> Path:
+    """The NVIDIA wheels unpacked into ``target``; return the toolkit's root (CUDA_HOME)."""
+    packages = toolkit_requirements(cuda, installed("nvidia-cuda-runtime"))
+    _run(
+        [python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), *packages],
+        "install the CUDA compiler from PyPI",
+    )
+    major = cuda.split(".")[0]
+    home = target / "nvidia" / f"cu{major}"
+    if not (home / "bin" / "nvcc").is_file():
+        raise BuildError(f"{home}: no bin/nvcc after installing {' '.join(packages)}")
+    return home
+
+
+def environment_cuda_include(cuda: str) -> Path | None:
+    """The CUDA headers PyTorch's dependencies put into this environment (cuBLAS, cuSPARSE...),
+    which PyTorch's CUDA headers include."""
+    major = cuda.split(".")[0]
+    include = Path(sysconfig.get_path("purelib")) / "nvidia" / f"cu{major}" / "include"
+    return include if include.is_dir() else None
+
+
+# --------------------------------------------------------------------------- the build
+def build_environment(cuda_home: Path | None, extra_include: Path | None) -> dict[str, str]:
+    env = {**os.environ, **BUILD_ENV, "MAKEFLAGS": f"-j{os.cpu_count() or 2}"}
+    if cuda_home is None:
+        return env
+    env.update(
+        CUDA_HOME=str(cuda_home),
+        HOROVOD_CUDA_HOME=str(cuda_home),
+        PATH=f"{cuda_home / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+    )
+    if extra_include is not None:
+        env["CPATH"] = os.pathsep.join(filter(None, [str(extra_include), env.get("CPATH")]))
+    return env
+
+
+def build(entry: Path, python: str = sys.executable, log=print) -> Path:
+    """Build the wheel into ``entry`` (a cache entry); the scratch directory is removed."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".horovod-build-", dir=entry.parent))
+    try:
+        pip = [python, "-m", "pip"]
+        log(f"horovod {VERSION}: downloading its sources")
+        _run(
+            [*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
+            + [f"horovod=={VERSION}", "-d", str(scratch)],
+            "download the Horovod sources from PyPI",
+        )
+        tree = unpack(scratch / f"horovod-{VERSION}.tar.gz", scratch)
+        patch_sources(tree)
+        cuda = torch_cuda_version(python)
+        cuda_home = include = None
+        if cuda:
+            log(f"horovod {VERSION}: PyTorch is a CUDA {cuda} build; fetching nvcc {cuda}")
+            cuda_home = install_toolkit(python, cuda, scratch / "cuda")
+            include = environment_cuda_include(cuda)
+        log(f"horovod {VERSION}: compiling (minutes)")
+        built = scratch / "wheel"
+        _run(
+            [*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", str(built), str(tree)],
+            "build the Horovod wheel",
+            env=build_environment(cuda_home, include),
+        )
+        (wheel,) = built.glob("horovod-*.whl")
+        entry.mkdir(parents=True, exist_ok=True)
+        final = entry / wheel.name
+        shutil.move(str(wheel), final.with_suffix(".part"))
+        os.replace(final.with_suffix(".part"), final)  # a wheel in the cache is whole
+        return final
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def wheel(cache: Path, python: str = sys.executable, log=print) -> Path:
+    """The cached wheel for this environment's frameworks, built first if there is none."""
+    entry = cache / cache_name(framework_versions())
+    found = cached_wheel(entry)
+    if found is not None:
+        log(f"horovod {VERSION}: reusing {found}")
+        return found
+    start = time.perf_counter()
+    made = build(entry, python, log)
+    log(f"horovod {VERSION}: built {made.name} in {time.perf_counter() - start:.0f} s")
+    return made
+
+
+def _run(cmd: list[str], what: str, env: dict[str, str] | None = None) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode:
+        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-25:])
+        raise BuildError(f"could not {what} (exit status {r.returncode}):\n{tail}")
+    return r.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cache", type=Path, help="directory of built wheels")
+    args = ap.parse_args(argv)
+    try:
+        found = wheel(args.cache, log=lambda text: print(text, file=sys.stderr, flush=True))
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(found)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
