@@ -5,7 +5,7 @@ today's PyTorch and TensorFlow as released (``docs/howto/horovod.md``). :func:`w
 the way that page shows: the source release with its C++ standard raised and its XLA ops left
 out, built without pip's build isolation against the installed frameworks. The wheel is kept in
 a cache directory under a name made of the versions it was built for (Horovod, PyTorch,
-TensorFlow, Python) and of this file's recipe, so a later run finds it and installs it in
+TensorFlow, Python) and of the recipe, so a later run finds it and installs it in
 seconds; another framework version or another recipe builds a new one.
 
 A CUDA build of PyTorch makes Horovod compile its CUDA kernels, with nvcc, even when no GPU
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.metadata as metadata
+import inspect
 import os
 import re
 import shutil
@@ -36,8 +37,10 @@ VERSION = "0.28.1"
 CXX_STANDARD = "20"  # PyTorch 2.14's headers need C++20, TensorFlow 2.21's C++17
 GPU_ARCHITECTURES = "90"  # one architecture is enough for a build that tests on the CPU
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu")
+PIP = [sys.executable, "-m", "pip"]  # builds against the frameworks of this interpreter
 # the NVIDIA wheels that make a CUDA toolkit for Horovod's kernels, at PyTorch's CUDA version
-TOOLKIT_PACKAGES = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm")
+# (cccl: the C++ headers that CUDA's own headers include, e.g. nv/target)
+TOOLKIT_PACKAGES = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl")
 BUILD_ENV = {
     "HOROVOD_WITH_PYTORCH": "1",
     "HOROVOD_WITH_TENSORFLOW": "1",
@@ -61,7 +64,8 @@ def installed(name: str) -> str | None:
 
 
 def framework_versions() -> dict[str, str]:
-    """PyTorch's, TensorFlow's and Python's versions in this environment (no import)."""
+    """PyTorch's (and the CUDA it was built with), TensorFlow's and Python's versions in this
+    environment, read without importing the frameworks."""
     torch = installed("torch")
     tensorflow = next(filter(None, map(installed, TENSORFLOW_DISTRIBUTIONS)), None)
     if torch is None or tensorflow is None:
@@ -70,21 +74,35 @@ def framework_versions() -> dict[str, str]:
             f"lacks {'PyTorch' if torch is None else 'TensorFlow'}"
         )
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return {"torch": torch, "tensorflow": tensorflow, "python": python}
+    return {"torch": torch, "cuda": torch_cuda(), "tensorflow": tensorflow, "python": python}
+
+
+def torch_cuda() -> str:
+    """The CUDA version PyTorch was built with ("13.0"), or "cpu", from its torch/version.py."""
+    text = Path(metadata.distribution("torch").locate_file("torch/version.py")).read_text()
+    m = re.search(r"^cuda\b[^=\n]*=\s*['\"]([\d.]+)['\"]", text, re.M)
+    return m[1] if m else "cpu"
 
 
 def recipe_digest() -> str:
-    """Changes when this file (the build's recipe) does."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+    """Changes when the recipe does: the patches, the build variables, the toolkit's parts."""
+    recipe = [CXX_STANDARD, sorted(BUILD_ENV.items()), TOOLKIT_PACKAGES]
+    recipe += [(rel, [inspect.getsource(f) for f in fs]) for rel, fs in sorted(PATCHES.items())]
+    return hashlib.sha256(repr(recipe).encode()).hexdigest()[:8]
 
 
 def cache_name(versions: dict[str, str]) -> str:
     """The cache entry for these versions: readable, and safe as a directory name."""
     name = (
-        f"horovod-{VERSION}-torch{versions['torch']}-tf{versions['tensorflow']}"
+        f"horovod-{VERSION}-torch{versions['torch']}-{_cuda_tag(versions['cuda'])}"
+        f"-tf{versions['tensorflow']}"
         f"-py{versions['python']}-{recipe_digest()}"
     )
     return re.sub(r"[^\w.-]", "_", name)
+
+
+def _cuda_tag(cuda: str) -> str:
+    return "cpu" if cuda == "cpu" else f"cu{cuda.replace('.', '')}"
 
 
 def cached_wheel(entry: Path) -> Path | None:
@@ -135,13 +153,6 @@ def unpack(archive: Path, into: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- the CUDA toolkit
-def torch_cuda_version(python: str) -> str | None:
-    """The CUDA version PyTorch was built with ("13.0"), or None for a CPU build."""
-    out = _run([python, "-c", "import torch; print(torch.version.cuda or '')"], "ask PyTorch")
-    lines = out.strip().splitlines()
-    return lines[-1].strip() or None if lines else None
-
-
 def toolkit_requirements(cuda: str, runtime: str | None) -> list[str]:
     """nvcc and its parts at PyTorch's CUDA version; the CUDA runtime at the installed one (its
     headers must match the library PyTorch loads)."""
@@ -149,18 +160,30 @@ def toolkit_requirements(cuda: str, runtime: str | None) -> list[str]:
     return [*pins, f"nvidia-cuda-runtime=={runtime}" if runtime else f"nvidia-cuda-runtime=={cuda}.*"]
 
 
-def install_toolkit(python: str, cuda: str, target: Path) -> Path:
+def install_toolkit(cuda: str, target: Path) -> Path:
     """The NVIDIA wheels unpacked into ``target``; return the toolkit's root (CUDA_HOME)."""
     packages = toolkit_requirements(cuda, installed("nvidia-cuda-runtime"))
     _run(
-        [python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), *packages],
+        [*PIP, "install", "--quiet", "--no-deps", "--target", str(target), *packages],
         "install the CUDA compiler from PyPI",
     )
     major = cuda.split(".")[0]
     home = target / "nvidia" / f"cu{major}"
     if not (home / "bin" / "nvcc").is_file():
         raise BuildError(f"{home}: no bin/nvcc after installing {' '.join(packages)}")
+    add_toolkit_links(home / "lib")
     return home
+
+
+def add_toolkit_links(lib: Path) -> None:
+    """The links a toolkit installer makes and the wheels lack: lib64 (where nvcc looks) and the
+    unversioned names of the shared libraries (what CMake's FindCUDAToolkit looks for)."""
+    if not (lib.parent / "lib64").exists():
+        (lib.parent / "lib64").symlink_to(lib.name)
+    for versioned in lib.glob("lib*.so.*"):
+        plain = lib / (versioned.name.split(".so.")[0] + ".so")
+        if not plain.exists():
+            plain.symlink_to(versioned.name)
 
 
 def environment_cuda_include(cuda: str) -> Path | None:
@@ -181,37 +204,38 @@ def build_environment(cuda_home: Path | None, extra_include: Path | None) -> dic
         HOROVOD_CUDA_HOME=str(cuda_home),
         PATH=f"{cuda_home / 'bin'}{os.pathsep}{env.get('PATH', '')}",
     )
-    if extra_include is not None:
-        env["CPATH"] = os.pathsep.join(filter(None, [str(extra_include), env.get("CPATH")]))
+    # the environment's CUDA headers, and CCCL's (nvcc finds those itself; g++ does not)
+    include = [p for p in (extra_include, cuda_home / "include" / "cccl") if p and p.is_dir()]
+    env["CPATH"] = os.pathsep.join([*map(str, include), *filter(None, [env.get("CPATH")])])
     return env
 
 
-def build(entry: Path, python: str = sys.executable, log=print) -> Path:
+def build(entry: Path, log=print) -> Path:
     """Build the wheel into ``entry`` (a cache entry); the scratch directory is removed."""
     entry.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".horovod-build-", dir=entry.parent))
     try:
-        pip = [python, "-m", "pip"]
         log(f"horovod {VERSION}: downloading its sources")
         _run(
-            [*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
+            [*PIP, "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
             + [f"horovod=={VERSION}", "-d", str(scratch)],
             "download the Horovod sources from PyPI",
         )
         tree = unpack(scratch / f"horovod-{VERSION}.tar.gz", scratch)
         patch_sources(tree)
-        cuda = torch_cuda_version(python)
+        cuda = torch_cuda()
         cuda_home = include = None
-        if cuda:
+        if cuda != "cpu":
             log(f"horovod {VERSION}: PyTorch is a CUDA {cuda} build; fetching nvcc {cuda}")
-            cuda_home = install_toolkit(python, cuda, scratch / "cuda")
+            cuda_home = install_toolkit(cuda, scratch / "cuda")
             include = environment_cuda_include(cuda)
         log(f"horovod {VERSION}: compiling (minutes)")
         built = scratch / "wheel"
         _run(
-            [*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", str(built), str(tree)],
+            [*PIP, "wheel", "--no-build-isolation", "--no-deps", "-w", str(built), str(tree)],
             "build the Horovod wheel",
             env=build_environment(cuda_home, include),
+            log=entry.parent / f"{entry.name}.log",
         )
         (wheel,) = built.glob("horovod-*.whl")
         entry.mkdir(parents=True, exist_ok=True)
@@ -223,25 +247,37 @@ def build(entry: Path, python: str = sys.executable, log=print) -> Path:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def wheel(cache: Path, python: str = sys.executable, log=print) -> Path:
+def wheel(cache: Path, log=print) -> Path:
     """The cached wheel for this environment's frameworks, built first if there is none."""
-    entry = cache / cache_name(framework_versions())
+    entry = cache.resolve() / cache_name(framework_versions())
     found = cached_wheel(entry)
     if found is not None:
         log(f"horovod {VERSION}: reusing {found}")
         return found
     start = time.perf_counter()
-    made = build(entry, python, log)
+    made = build(entry, log)
     log(f"horovod {VERSION}: built {made.name} in {time.perf_counter() - start:.0f} s")
     return made
 
 
-def _run(cmd: list[str], what: str, env: dict[str, str] | None = None) -> str:
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def _run(cmd: list[str], what: str, env: dict[str, str] | None = None, log: Path | None = None):
+    """Run a step; on failure, a BuildError with the step's last lines (all of them in ``log``)."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if r.returncode:
-        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-25:])
-        raise BuildError(f"could not {what} (exit status {r.returncode}):\n{tail}")
+        where = ""
+        if log is not None:
+            log.write_text(r.stdout, encoding="utf-8")
+            where = f"\n(all of its output: {log})"
+        tail = "\n".join(_telling_lines(r.stdout))
+        raise BuildError(f"could not {what} (exit status {r.returncode}):\n{tail}{where}")
     return r.stdout
+
+
+def _telling_lines(output: str, limit: int = 30) -> list[str]:
+    """The compiler's and CMake's error lines if there are any, else the last lines."""
+    lines = output.rstrip().splitlines()
+    errors = [ln for ln in lines if re.search(r"\berror:|CMake Error|\*\*\* \[", ln)]
+    return (errors or lines)[-limit:]
 
 
 def main(argv: list[str] | None = None) -> int:

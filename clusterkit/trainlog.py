@@ -88,8 +88,12 @@ _OURS = re.compile(r"^\[(?P<kind>[a-z_]+)\](?:\s+(?P<rest>.*))?$")
 # Ranks that share one output file can run two records into one line: split before a tag.
 _RUN_TOGETHER = re.compile(r"(?<=\S)(?=\[(?:{})\]\s)".format("|".join(OUR_KINDS)))
 # What launchers put in front of a line: `srun -l` ("0: ", " 12: "), `mpirun --tag-output`
-# ("[1,0]<stdout>:"), torchrun --tee ("[default0]:").
-_LAUNCHER_PREFIX = re.compile(r"^(?:\s*\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[default\d+\]:)")
+# ("[1,0]<stdout>:"), horovodrun ("[1]<stdout>:", after the time with --prefix-timestamp),
+# torchrun --tee ("[default0]:").
+_LAUNCHER_PREFIX = re.compile(
+    r"^(?:\s*\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[default\d+\]:"
+    r"|(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<std(?:out|err)>:)"
+)
 
 
 def _convert(text: str, kind: type, lineno: int, tag: str, key: str) -> Value:

@@ -191,6 +191,19 @@ loss=6.0 lr=0.002 img_s=7.4
 """
 
 
+def test_horovodrun_prefixes():
+    """horovodrun tags each line with the rank and stream, after the time with
+    --prefix-timestamp."""
+    lines = [
+        "[1]<stdout>:[train] rank=1/2 epoch=0 step=2 loss=6.9 lr=0.003 img_s=9.6",
+        "Mon Nov 23 22:41:07 2026[0]<stdout>:[preempted] step=3",
+    ]
+    first, second = (trainlog.parse_line(line) for line in lines)
+    assert (first.kind, first.fields["rank"], first.fields["step"]) == ("train", 1, 2)
+    assert (second.kind, second.fields) == ("preempted", {"step": 3})
+    assert [r.kind for r in trainlog.parse("\n".join(lines))] == ["train", "preempted"]
+
+
 def test_our_lines_with_launcher_prefixes_and_run_together_ranks():
     recs = trainlog.parse(OURS)
     assert [(r.kind, r.line) for r in recs] == [

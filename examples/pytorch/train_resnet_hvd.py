@@ -253,8 +253,15 @@ def main() -> int:
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     model = torchvision.models.get_model(args.arch, weights=None, num_classes=classes)
     model = model.to(device, memory_format=fmt)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+    compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    # Wrap before loading a checkpoint: DistributedOptimizer is a new optimizer over the same
+    # parameters, without the state (momenta) of the one it wraps.
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(
+            model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+        ),
+        named_parameters=model.named_parameters(),
+        compression=compression,
     )
     scaler = grad_scaler(device.type, enabled=args.precision == "fp16")
     step = 0
@@ -270,10 +277,6 @@ def main() -> int:
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     step = hvd.broadcast_object(step, root_rank=0, name="step")
-    compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
-    optimizer = hvd.DistributedOptimizer(
-        optimizer, named_parameters=model.named_parameters(), compression=compression
-    )
 
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)

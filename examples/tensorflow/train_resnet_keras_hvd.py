@@ -54,12 +54,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="auto: the GPUs if any; inside a job that holds GPUs, a GPU or stop "
         "(as train_resnet_keras.py)",
     )
-    p.add_argument("--tiny", action="store_true", help="CI setting (also TRAIN_TINY=1)")
+    p.add_argument(
+        "--tiny", action="store_true", help="CI setting (also TRAIN_TINY=1; TRAIN_TINY_STEPS=N)"
+    )
     args = p.parse_args(argv)
     if args.tiny or os.environ.get("TRAIN_TINY") == "1":
         args.tiny = True
         for key, value in TINY.items():
             setattr(args, key, value)
+        if os.environ.get("TRAIN_TINY_STEPS", "").isdigit():
+            args.steps = int(os.environ["TRAIN_TINY_STEPS"])
     return args
 
 
