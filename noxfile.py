@@ -1,10 +1,12 @@
-"""Sessions: lint · tests · docs · check · slurm · browser · stacks · linkcheck · serve.
+"""Sessions: lint · tests · docs · check · slurm · browser · stacks · horovod · linkcheck · serve.
 
 ``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
 PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
 ``requirements/ml.txt`` changes (it is several GB: no session builds its own copy). The
 ``stacks`` session keeps one environment per package list of the sites' software stacks,
-``.nox/_stack-<hash>``, built once in the same way.
+``.nox/_stack-<hash>``, built once in the same way. Horovod, which PyPI has as sources only,
+is built once per PyTorch, TensorFlow and Python version of ``.nox/_ml`` into
+``.nox/_horovod-wheels`` and installed from there.
 """
 
 from __future__ import annotations
@@ -113,6 +115,31 @@ def run_ml(
     session.run(program, *args[1:], external=True, env={**env, **(extra_env or {})})
 
 
+HOROVOD_WHEELS = ROOT / ".nox" / "_horovod-wheels"
+
+
+def horovod_installed(session: nox.Session, env: dict[str, str]) -> None:
+    """Install Horovod into the shared ML environment from a wheel built for its PyTorch,
+    TensorFlow and Python (clusterkit.horovod_wheel): built once, in minutes, into
+    .nox/_horovod-wheels, and reused while those versions stay. Installed again only when the
+    wheel changes."""
+    python = str(ML_ENV / "bin" / "python")
+    find = [python, "-m", "clusterkit.horovod_wheel", str(HOROVOD_WHEELS)]
+    if subprocess.run([*find, "--no-build"], capture_output=True).returncode == 3:
+        apt_install(session, "cmake", "g++", "make")  # the build's tools
+    wheel = session.run(*find, external=True, env=env, silent=True, stderr=None)
+    wheel = str(wheel).strip().splitlines()[-1]
+    stamp = ML_ENV / ".horovod-wheel"
+    if stamp.is_file() and stamp.read_text() == wheel:
+        session.log(f"Horovod from {wheel} is installed")
+        return
+    pip = [python, "-m", "pip", "install", "--quiet"]
+    # the same version from another wheel (new framework versions): replace it
+    session.run(*pip, "--force-reinstall", "--no-deps", wheel, external=True, env=env)
+    session.run(*pip, wheel, external=True, env=env)  # its dependencies (psutil, cloudpickle...)
+    stamp.write_text(wheel)
+
+
 def job_scripts() -> list[str]:
     exts = {".sbatch", ".slurm", ".lsf", ".sh"}
     return sorted(str(p) for p in (ROOT / "examples").rglob("*") if p.suffix in exts)
@@ -146,6 +173,7 @@ def tests(session: nox.Session) -> None:
     # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
     apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     env = ml_env(session)
+    horovod_installed(session, env)  # the Horovod twins of the trainers run too
     cov = BUILD / "coverage" / "blocks.jsonl"
     cov.parent.mkdir(parents=True, exist_ok=True)
     cov.unlink(missing_ok=True)
@@ -161,7 +189,6 @@ def tests(session: nox.Session) -> None:
         "no:cacheprovider",
         "--ignore=tests/slurm",
         "--ignore=tests/browser",
-        "--ignore=tests/horovod",  # needs a Horovod build: docs/howto/horovod.md
         "-n",
         "auto",  # one worker per core; tests that run job scripts take turns (tests/conftest.py)
         "-v",
@@ -171,6 +198,7 @@ def tests(session: nox.Session) -> None:
             "CLUSTERKIT_COVERAGE_LOG": str(cov),
             "CLUSTERKIT_REQUIRE_REFRAME": "1",
             "CLUSTERKIT_REQUIRE_MPIRUN": "1",
+            "CLUSTERKIT_REQUIRE_HOROVOD": "1",
             "COVERAGE_PROCESS_START": str(lines / "coveragerc"),
         },
     )
@@ -285,93 +313,17 @@ def serve(session: nox.Session) -> None:
     )
 
 
-HOROVOD = "0.28.1"  # the last release (June 2023)
-HVD_ENV = ROOT / ".nox" / "_horovod"
-
-
 @nox.session(venv_backend="none")
 def horovod(session: nox.Session) -> None:
-    """Build Horovod as users must today, then run its examples with two ranks (not in CI:
-    the build takes about four minutes on two cores).
-
-    Horovod 0.28.1 asks for C++14; the PyTorch here (2.14, a CUDA build) needs C++20 and the
-    CUDA toolkit's headers and libcudart. So: the source release with its C++ standard raised,
-    built without pip's build isolation against the shared environment's PyTorch, with
-    CUDA_HOME pointing at the toolkit, and its TensorFlow XLA ops left out."""
+    """The Horovod twins' tests alone (the tests session runs them too): Horovod 0.28.1 built,
+    or taken from .nox/_horovod-wheels, for the shared environment's frameworks and installed
+    into it, as docs/howto/horovod.md shows; then two-rank runs under horovodrun --gloo."""
     env = ml_env(session)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-    if not (cuda / "bin" / "nvcc").exists() or not (cuda / "lib64").is_dir():
-        session.error(
-            f"no CUDA toolkit at {cuda} (set CUDA_HOME): the CUDA build of PyTorch makes "
-            "Horovod's build need nvcc, the CUDA headers and libcudart"
-        )
-    python = HVD_ENV / "bin" / "python"
-    if not (HVD_ENV / "bin" / "horovodrun").exists():
-        if HVD_ENV.exists():
-            shutil.rmtree(HVD_ENV)
-        session.run(sys.executable, "-m", "venv", str(HVD_ENV), external=True)
-        # PyTorch and torchvision come from the shared environment, not a second 5 GB copy
-        site = subprocess.check_output(
-            [
-                str(ML_ENV / "bin" / "python"),
-                "-c",
-                "import sysconfig; print(sysconfig.get_path('purelib'))",
-            ],
-            text=True,
-        ).strip()
-        own = subprocess.check_output(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
-        ).strip()
-        Path(own, "zz_shared_ml_env.pth").write_text(site + "\n")
-        src = BUILD / "horovod-src"
-        shutil.rmtree(src, ignore_errors=True)
-        src.mkdir(parents=True)
-        pip = [str(python), "-m", "pip"]
-        session.run(*pip, "install", "--quiet", "setuptools", "wheel", external=True)
-        session.run(
-            *pip,
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            f"horovod=={HOROVOD}",
-            "-d",
-            str(src),
-            external=True,
-        )
-        session.run(
-            "tar", "-xzf", str(src / f"horovod-{HOROVOD}.tar.gz"), "-C", str(src), external=True
-        )
-        tree = src / f"horovod-{HOROVOD}"
-        for cmake in tree.rglob("CMakeLists.txt"):
-            text = cmake.read_text()
-            raised = text.replace("CMAKE_CXX_STANDARD 14", "CMAKE_CXX_STANDARD 20")
-            # the XLA ops include highwayhash headers that the TensorFlow wheel lacks
-            raised = raised.replace(
-                'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")',
-                "",
-            )
-            if raised != text:
-                cmake.write_text(raised)
-        build_env = {
-            **env,
-            "CUDA_HOME": str(cuda),
-            "HOROVOD_CUDA_HOME": str(cuda),
-            "HOROVOD_BUILD_CUDA_CC_LIST": "90",  # one architecture: the build is for CPU runs
-            "HOROVOD_WITH_PYTORCH": "1",
-            "HOROVOD_WITH_TENSORFLOW": "1",
-            "HOROVOD_WITHOUT_MXNET": "1",
-            "HOROVOD_WITHOUT_MPI": "1",
-            "HOROVOD_WITH_GLOO": "1",
-            "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
-        }
-        session.run(
-            *pip, "install", "--no-build-isolation", str(tree), external=True, env=build_env
-        )
-    hvd_path = f"{HVD_ENV / 'bin'}{os.pathsep}{env['PATH']}"
-    session.run(
-        str(python),
+    horovod_installed(session, env)
+    run_ml(
+        session,
+        env,
+        "python",
         "-m",
         "pytest",
         "-p",
@@ -379,11 +331,5 @@ def horovod(session: nox.Session) -> None:
         "-v",
         "tests/horovod",
         *session.posargs,
-        external=True,
-        env={
-            **env,
-            "PATH": hvd_path,
-            "VIRTUAL_ENV": str(HVD_ENV),
-            "CLUSTERKIT_REQUIRE_HOROVOD": "1",
-        },
+        extra_env={"CLUSTERKIT_REQUIRE_HOROVOD": "1"},
     )

@@ -13,7 +13,8 @@ operation is asked for. The toolkit comes from PyPI, at PyTorch's CUDA version, 
 scratch directory; the environment's own CUDA headers (PyTorch's dependencies) fill in the rest.
 The scratch directory (sources, toolkit, objects: several hundred MB) goes once the wheel exists.
 
-``python -m clusterkit.horovod_wheel CACHE_DIR`` prints the wheel's path, building it if needed.
+``python -m clusterkit.horovod_wheel CACHE_DIR`` prints the wheel's path, building it if needed
+(``--no-build``: only if it is there).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def framework_versions() -> dict[str, str]:
 
 def torch_cuda() -> str:
     """The CUDA version PyTorch was built with ("13.0"), or "cpu", from its torch/version.py."""
-    text = Path(metadata.distribution("torch").locate_file("torch/version.py")).read_text()
+    path = Path(metadata.distribution("torch").locate_file("torch/version.py"))
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
     m = re.search(r"^cuda\b[^=\n]*=\s*['\"]([\d.]+)['\"]", text, re.M)
     return m[1] if m else "cpu"
 
@@ -157,7 +159,7 @@ def toolkit_requirements(cuda: str, runtime: str | None) -> list[str]:
     """nvcc and its parts at PyTorch's CUDA version; the CUDA runtime at the installed one (its
     headers must match the library PyTorch loads)."""
     pins = [f"{name}=={cuda}.*" for name in TOOLKIT_PACKAGES]
-    return [*pins, f"nvidia-cuda-runtime=={runtime}" if runtime else f"nvidia-cuda-runtime=={cuda}.*"]
+    return [*pins, f"nvidia-cuda-runtime=={runtime or cuda + '.*'}"]
 
 
 def install_toolkit(cuda: str, target: Path) -> Path:
@@ -216,9 +218,9 @@ def build(entry: Path, log=print) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix=".horovod-build-", dir=entry.parent))
     try:
         log(f"horovod {VERSION}: downloading its sources")
+        sources = ["--no-deps", "--no-binary", ":all:", f"horovod=={VERSION}"]
         _run(
-            [*PIP, "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
-            + [f"horovod=={VERSION}", "-d", str(scratch)],
+            [*PIP, "download", "--quiet", *sources, "-d", str(scratch)],
             "download the Horovod sources from PyPI",
         )
         tree = unpack(scratch / f"horovod-{VERSION}.tar.gz", scratch)
@@ -247,9 +249,14 @@ def build(entry: Path, log=print) -> Path:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def cache_entry(cache: Path) -> Path:
+    """Where the wheel for this environment's frameworks is kept."""
+    return cache.resolve() / cache_name(framework_versions())
+
+
 def wheel(cache: Path, log=print) -> Path:
     """The cached wheel for this environment's frameworks, built first if there is none."""
-    entry = cache.resolve() / cache_name(framework_versions())
+    entry = cache_entry(cache)
     found = cached_wheel(entry)
     if found is not None:
         log(f"horovod {VERSION}: reusing {found}")
@@ -283,9 +290,18 @@ def _telling_lines(output: str, limit: int = 30) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cache", type=Path, help="directory of built wheels")
+    ap.add_argument(
+        "--no-build", action="store_true", help="print the cached wheel; exit 3 if there is none"
+    )
     args = ap.parse_args(argv)
     try:
-        found = wheel(args.cache, log=lambda text: print(text, file=sys.stderr, flush=True))
+        if args.no_build:
+            found = cached_wheel(cache_entry(args.cache))
+            if found is None:
+                print(f"no wheel in {cache_entry(args.cache)}", file=sys.stderr)
+                return 3
+        else:
+            found = wheel(args.cache, log=lambda text: print(text, file=sys.stderr, flush=True))
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

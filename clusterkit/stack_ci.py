@@ -37,8 +37,8 @@ SHARED_REQUIREMENTS = ROOT / "requirements" / "ml.txt"  # the tests session's .n
 TESTS = {
     "examples/pytorch/train_resnet.py": "tests/test_pytorch_trainer.py",
     "examples/tensorflow/train_resnet_keras.py": "tests/test_tensorflow_trainer.py",
-    "examples/pytorch/train_resnet_hvd.py": "tests/horovod/test_horovod.py",
-    "examples/tensorflow/train_resnet_keras_hvd.py": "tests/horovod/test_horovod.py",
+    "examples/pytorch/train_resnet_hvd.py": "tests/horovod/test_horovod_pytorch.py",
+    "examples/tensorflow/train_resnet_keras_hvd.py": "tests/horovod/test_horovod_keras.py",
 }
 # The frameworks a program may need, as Python imports them (Horovod: only the Horovod twins,
 # and never from PyPI)

@@ -1,5 +1,5 @@
-"""Horovod examples are checked statically in CI (Horovod 0.28.1 does not build against the
-CUDA build of PyTorch installed here): they compile, and they log in the documented format."""
+"""Horovod examples, checked without Horovod: they compile, and they log in the documented
+format (tests/horovod runs them, with the Horovod the tests session builds)."""
 
 from __future__ import annotations
 

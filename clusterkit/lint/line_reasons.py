@@ -35,18 +35,19 @@ MIN_PERCENT = 95.0
 # Until every unrun line of a program has its reason, the program may not fall below the
 # coverage measured when its reasons were last reviewed (nox -s tests, 2026-11-23): a line
 # without a reason is then a warning, listed on the coverage page, and a drop below the floor
-# fails. The Horovod programs run only where Horovod is built (nox -s horovod, which needs a
-# CUDA toolkit). The PyTorch trainer's last unexplained line is the second `if device.type ==
+# fails. The PyTorch trainer's last unexplained line is the second `if device.type ==
 # "cuda": torch.cuda.synchronize()` of main, which an anchor cannot tell from the first (the
 # same text in the same function). The Keras trainer's floor is a point under its measured
 # coverage (97.6 %, 2026-11-23), above MIN_PERCENT: its step functions run as written in
 # tests/test_tensorflow_trainer.py (test_autograph_does_not_change_a_step), since coverage.py
-# attributes the lines of a function that AutoGraph traced to AutoGraph's converted copy.
+# attributes the lines of a function that AutoGraph traced to AutoGraph's converted copy. The
+# Horovod twins' floors are a point under their coverage with Horovod built in the tests
+# session (99.2 % and 97.8 %, tests/horovod alone, 2026-11-23); their unrun lines are GPU-only.
 FLOORS = {
     "examples/pytorch/train_resnet.py": 96.0,
     "examples/tensorflow/train_resnet_keras.py": 96.0,
-    "examples/pytorch/train_resnet_hvd.py": 28.0,
-    "examples/tensorflow/train_resnet_keras_hvd.py": 29.0,
+    "examples/pytorch/train_resnet_hvd.py": 98.0,
+    "examples/tensorflow/train_resnet_keras_hvd.py": 96.0,
 }
 MIN_REASON = 8
 KEYS = {"function", "code", "through", "reason"}

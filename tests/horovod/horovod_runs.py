@@ -6,10 +6,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,17 +41,28 @@ LAUNCH_VARS = (
 )
 
 
-def require(module: str):
-    """Import a Horovod module, or skip the test file where Horovod is not installed (the tests
-    session sets CLUSTERKIT_REQUIRE_HOROVOD=1: there, a missing Horovod is an error)."""
+def require_horovod() -> None:
+    """Skip the test file where Horovod is not installed; the tests session sets
+    CLUSTERKIT_REQUIRE_HOROVOD=1, and there a missing Horovod is an error. (Nothing is imported
+    here: collecting a file must not load TensorFlow, see :func:`tensorflow_after_triton`.)"""
+    if importlib.util.find_spec("horovod") is not None:
+        return
     if os.environ.get("CLUSTERKIT_REQUIRE_HOROVOD") == "1":
-        return importlib.import_module(module)
-    if importlib.util.find_spec("horovod") is None:
-        pytest.skip(
-            "Horovod is not installed (nox -s tests builds it; docs/howto/horovod.md shows how)",
-            allow_module_level=True,
-        )
-    return importlib.import_module(module)
+        raise ImportError("CLUSTERKIT_REQUIRE_HOROVOD=1, and Horovod is not installed")
+    pytest.skip(
+        "Horovod is not installed (nox -s tests builds it; docs/howto/horovod.md shows how)",
+        allow_module_level=True,
+    )
+
+
+def tensorflow_after_triton():
+    """TensorFlow, imported after Triton (PyTorch's compiler) where PyTorch has it: Triton's
+    library loaded into a process that holds TensorFlow's crashes it (Segmentation fault, with
+    TensorFlow 2.21 and PyTorch 2.14), and PyTorch loads Triton when it first needs it, which
+    in a test process can come after the TensorFlow tests."""
+    if importlib.util.find_spec("triton") is not None:
+        importlib.import_module("triton")
+    return importlib.import_module("tensorflow")
 
 
 def load(program: Path, name: str):
@@ -66,70 +79,82 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def horovodrun() -> str:
+def launcher() -> list[str]:
+    """horovodrun, two ranks on this machine, connected by Gloo."""
     found = shutil.which("horovodrun", path=str(Path(sys.executable).parent))
     assert found, f"horovodrun is not installed beside {sys.executable}"
-    return found
+    return [found, "-np", "2", "--gloo", "-H", "localhost:2"]
 
 
-def start_two_ranks(program: Path, args: list[str], cwd: Path, env: dict[str, str]):
-    """``horovodrun -np 2 --gloo -H localhost:2 python PROGRAM ARGS``, output read as it comes."""
-    return subprocess.Popen(
-        [horovodrun(), "-np", "2", "--gloo", "-H", "localhost:2", sys.executable, str(program)]
-        + args,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # a failed test can end the launcher and its ranks together
-    )
+class TwoRanks:
+    """``horovodrun -np 2 --gloo -H localhost:2 python PROGRAM ARGS``, its output collected by a
+    thread as it comes (so a test can act on a line while the job runs)."""
 
+    def __init__(self, program: Path, args: list[str], cwd: Path, env: dict[str, str]):
+        self.program = program
+        self.proc = subprocess.Popen(
+            [*launcher(), sys.executable, str(program), *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # a failed test ends the launcher and its ranks together
+        )
+        self.lines: list[str] = []
+        self.new: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
-def finish(proc: subprocess.Popen, head: str = "") -> str:
-    """The job's whole output once it ends (``head``: what was read of it already)."""
-    try:
-        rest, _ = proc.communicate(timeout=TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return head + rest
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            self.new.put(line)
+        self.new.put(None)
 
+    def output(self) -> str:
+        return "".join(self.lines)
 
-def rank_process(launcher: subprocess.Popen, program: Path, rank: int):
-    """The process of one rank: a descendant of horovodrun running the program, whose
-    environment gives it that HOROVOD_RANK."""
-    import psutil  # a dependency of Horovod's launcher
-
-    for child in psutil.Process(launcher.pid).children(recursive=True):
+    def finish(self) -> str:
+        """The job's whole output once it ends."""
         try:
-            if str(program) in child.cmdline() and child.environ().get("HOROVOD_RANK") == str(
-                rank
-            ):
-                return child
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return None
+            self.proc.wait(timeout=TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            self.reader.join(timeout=30)
+        return self.output()
 
+    def rank_process(self, rank: int):
+        """The process of one rank: a descendant of horovodrun running the program, whose
+        environment gives it that HOROVOD_RANK."""
+        import psutil  # a dependency of Horovod's launcher
 
-def signal_rank_after_step(
-    proc: subprocess.Popen, program: Path, rank: int, step: int, sig=signal.SIGUSR1
-) -> str:
-    """Read the job's output; once a rank has logged ``step``, send ``sig`` to rank ``rank``
-    alone (as a scheduler's warning signal reaches one task first). The job's whole output."""
-    head = []
-    deadline = time.monotonic() + TIMEOUT
-    for line in proc.stdout:
-        head.append(line)
-        rec = trainlog.parse_line(line)
-        if rec is not None and rec.kind == "train" and rec.fields["step"] >= step:
-            target = rank_process(proc, program, rank)
-            assert target is not None, f"no process of rank {rank} under horovodrun"
-            target.send_signal(sig)
-            break
-        assert time.monotonic() < deadline, "".join(head)
-    return finish(proc, "".join(head))
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            try:
+                mine = str(self.program) in child.cmdline()
+                if mine and child.environ().get("HOROVOD_RANK") == str(rank):
+                    return child
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return None
+
+    def signal_rank_after_step(self, rank: int, step: int, sig=signal.SIGUSR1) -> str:
+        """Once a rank has logged ``step``, send ``sig`` to rank ``rank`` alone (as a
+        scheduler's warning signal may reach one task first); the job's whole output."""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            line = self.new.get(timeout=TIMEOUT)
+            if line is None:
+                break  # the job ended first
+            rec = trainlog.parse_line(line)
+            if rec is not None and rec.kind == "train" and rec.fields["step"] >= step:
+                target = self.rank_process(rank)
+                assert target is not None, f"no process of rank {rank} under horovodrun"
+                target.send_signal(sig)
+                break
+        return self.finish()
 
 
 def records(text: str, kind: str) -> list[trainlog.Record]:

@@ -6,6 +6,7 @@ and the error paths, in-process."""
 from __future__ import annotations
 
 import io
+import itertools
 import shutil
 import signal
 import sys
@@ -15,18 +16,17 @@ from pathlib import Path
 import pytest
 from horovod_runs import (
     ROOT,
+    TwoRanks,
     clean_env,
-    finish,
     load,
     records,
-    require,
-    signal_rank_after_step,
-    start_two_ranks,
+    require_horovod,
     steps_of_rank,
 )
 
-hvd = require("horovod.torch")
-import torch  # noqa: E402  (after the skip: nothing to import where Horovod is missing)
+require_horovod()
+import horovod.torch as hvd  # noqa: E402  (after the skip: where Horovod is missing)
+import torch  # noqa: E402
 
 PROGRAM = ROOT / "examples" / "pytorch" / "train_resnet_hvd.py"
 STEPS = 8  # tiny runs made longer (3 steps per epoch) so that a signal lands mid-run
@@ -83,7 +83,7 @@ def test_two_ranks_stop_together_on_one_rank_s_signal_and_resume(tmp_path):
     skip the batches of the epoch already done, and finish the run."""
     env = clean_env(TRAIN_TINY="1", TRAIN_TINY_STEPS=str(STEPS), OMP_NUM_THREADS="1")
     args = ["--log-every", "1", "--checkpoint-every", "100"]
-    first = signal_rank_after_step(start_two_ranks(PROGRAM, args, tmp_path, env), PROGRAM, 1, 2)
+    first = TwoRanks(PROGRAM, args, tmp_path, env).signal_rank_after_step(1, 2)
     assert "Traceback" not in first, first
     (stopped,) = records(first, "preempted")
     at = stopped.fields["step"]
@@ -93,7 +93,7 @@ def test_two_ranks_stop_together_on_one_rank_s_signal_and_resume(tmp_path):
     assert saved == [at]  # rank 0 alone writes it
     assert (tmp_path / "checkpoints" / f"ckpt-step{at:08d}.pt").is_file()
 
-    second = finish(start_two_ranks(PROGRAM, args, tmp_path, env))
+    second = TwoRanks(PROGRAM, args, tmp_path, env).finish()
     assert "Traceback" not in second, second
     assert [r.fields["step"] for r in records(second, "resume")] == [at]
     for rank in (0, 1):
@@ -227,9 +227,7 @@ def test_a_gpu_job_with_a_cpu_only_pytorch_stops_naming_the_build(trainer, bare_
     assert "is a CPU-only build" in str(stop.value.code)
 
 
-def test_a_tiny_run_in_a_gpu_job_warns_and_uses_the_cpu(
-    trainer, cuda_build_without_gpu, capsys
-):
+def test_a_tiny_run_in_a_gpu_job_warns_and_uses_the_cpu(trainer, cuda_build_without_gpu, capsys):
     cuda_build_without_gpu.setenv("SLURM_GPUS_ON_NODE", "0")  # "0": no GPUs, not a GPU job
     assert trainer.choose_device(trainer.parse_args(["--tiny"])) == torch.device("cpu")
     cuda_build_without_gpu.setenv("SLURM_GPUS_ON_NODE", "2")
@@ -274,7 +272,7 @@ def test_learning_rate_warms_up_then_decays(trainer):
     rates = [trainer.learning_rate(s, 0.4, 4, 20) for s in range(20)]
     assert rates[:4] == pytest.approx([0.1, 0.2, 0.3, 0.4])
     assert rates[4] == pytest.approx(0.4)
-    assert all(x > y for x, y in zip(rates[4:], rates[5:], strict=False))
+    assert all(x > y for x, y in itertools.pairwise(rates[4:]))
     assert trainer.learning_rate(20, 0.4, 4, 20) == pytest.approx(0.0)
 
 
