@@ -7,6 +7,7 @@ others are deselected, and the report's header names the stack and the interpret
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tempfile
@@ -37,6 +38,14 @@ def emulated_env(shim_path, tmp_path):
 
 
 STACK = os.environ.get("CLUSTERKIT_STACK")
+
+
+def pytest_configure(config):
+    """Triton (PyTorch's compiler, which importing torchvision loads) crashes a process that has
+    loaded TensorFlow before it (Segmentation fault; TensorFlow 2.21, PyTorch 2.14). A test
+    process runs in-process tests of both frameworks in any order: load Triton first."""
+    if importlib.util.find_spec("triton") is not None:
+        import triton  # noqa: F401
 
 
 def pytest_report_header(config):

@@ -43,8 +43,7 @@ LAUNCH_VARS = (
 
 def require_horovod() -> None:
     """Skip the test file where Horovod is not installed; the tests session sets
-    CLUSTERKIT_REQUIRE_HOROVOD=1, and there a missing Horovod is an error. (Nothing is imported
-    here: collecting a file must not load TensorFlow, see :func:`tensorflow_after_triton`.)"""
+    CLUSTERKIT_REQUIRE_HOROVOD=1, and there a missing Horovod is an error."""
     if importlib.util.find_spec("horovod") is not None:
         return
     if os.environ.get("CLUSTERKIT_REQUIRE_HOROVOD") == "1":
@@ -53,16 +52,6 @@ def require_horovod() -> None:
         "Horovod is not installed (nox -s tests builds it; docs/howto/horovod.md shows how)",
         allow_module_level=True,
     )
-
-
-def tensorflow_after_triton():
-    """TensorFlow, imported after Triton (PyTorch's compiler) where PyTorch has it: Triton's
-    library loaded into a process that holds TensorFlow's crashes it (Segmentation fault, with
-    TensorFlow 2.21 and PyTorch 2.14), and PyTorch loads Triton when it first needs it, which
-    in a test process can come after the TensorFlow tests."""
-    if importlib.util.find_spec("triton") is not None:
-        importlib.import_module("triton")
-    return importlib.import_module("tensorflow")
 
 
 def load(program: Path, name: str):
