@@ -126,7 +126,8 @@ def horovod_installed(session: nox.Session, env: dict[str, str]) -> None:
     python = str(ML_ENV / "bin" / "python")
     find = [python, "-m", "clusterkit.horovod_wheel", str(HOROVOD_WHEELS)]
     if subprocess.run([*find, "--no-build"], capture_output=True).returncode == 3:
-        apt_install(session, "cmake", "g++", "make")  # the build's tools
+        tools = ["cmake", "g++", "make"]  # the build's, and Python's headers for Debian's Python
+        apt_install(session, *tools, *(["python3-dev"] if sys.base_prefix == "/usr" else []))
     wheel = session.run(*find, external=True, env=env, silent=True, stderr=None)
     wheel = str(wheel).strip().splitlines()[-1]
     stamp = ML_ENV / ".horovod-wheel"

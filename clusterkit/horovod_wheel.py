@@ -212,8 +212,19 @@ def build_environment(cuda_home: Path | None, extra_include: Path | None) -> dic
     return env
 
 
+def missing_tools() -> list[str]:
+    """What the build needs from the system and does not find (Debian's package names)."""
+    missing = [tool for tool in ("cmake", "make", "g++") if shutil.which(tool) is None]
+    if not Path(sysconfig.get_paths()["include"], "Python.h").is_file():
+        missing.append("python3-dev")  # the headers of this Python, for the extensions
+    return missing
+
+
 def build(entry: Path, log=print) -> Path:
     """Build the wheel into ``entry`` (a cache entry); the scratch directory is removed."""
+    missing = missing_tools()
+    if missing:
+        raise BuildError(f"the build needs {', '.join(missing)}: install them first")
     entry.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".horovod-build-", dir=entry.parent))
     try:

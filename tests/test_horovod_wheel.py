@@ -133,6 +133,7 @@ def tools(monkeypatch):
     monkeypatch.setattr(hw, "_run", fake)
     monkeypatch.setattr(hw, "framework_versions", lambda: dict(VERSIONS))
     monkeypatch.setattr(hw, "torch_cuda", lambda: "13.0")
+    monkeypatch.setattr(hw, "missing_tools", lambda: [])
     return fake
 
 
@@ -198,3 +199,14 @@ def test_the_command_line_names_what_stopped_the_build(tools, tmp_path, capsys):
     tools.fail_at = "download"
     assert hw.main([str(tmp_path)]) == 1
     assert "error: could not download the Horovod sources" in capsys.readouterr().err
+
+
+def test_missing_system_tools_stop_the_build_before_it_starts(tools, monkeypatch, tmp_path):
+    monkeypatch.setattr(hw, "missing_tools", lambda: ["cmake", "python3-dev"])
+    with pytest.raises(hw.BuildError, match="the build needs cmake, python3-dev: install them"):
+        hw.wheel(tmp_path, log=lambda text: None)
+    assert tools.calls == [] and not list(tmp_path.iterdir())
+
+
+def test_this_machine_has_what_a_build_needs_or_says_what_not():
+    assert set(hw.missing_tools()) <= {"cmake", "make", "g++", "python3-dev"}
