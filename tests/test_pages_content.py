@@ -9,6 +9,9 @@
   skipped by the page tests, because extend-venv-activate has no checker); here the two are
   compared, the script is shellchecked and its module loads are checked against the profile.
 * Pages about a historical thing say so in a historical admonition with the replacement.
+* Each site's reference page renders every facts table its profile has rows for.
+* The recipes of the sites that have closed point to the same recipes on the sites their users
+  moved to.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.profiles import all_sites, load_site
+from clusterkit.sphinxext import SHOWS, facts_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -129,3 +133,43 @@ def test_historical_content_is_marked(rel):
         assert re.search(r"\d{4}-\d{2}-\d{2}|\{\{ \w+_retired \}\}", body), (
             f"{rel}: a historical admonition gives no date"
         )
+
+
+@pytest.mark.parametrize("site", list(all_sites()), ids=lambda s: s.name)
+def test_reference_page_shows_every_table_the_profile_fills(site):
+    """docs/reference/sites/<name>.md has a {site-facts} table for each part of the profile
+    that has rows (nodes, partitions, stacks, ...), so that a new site's page lacks none."""
+    page = DOCS / "reference" / "sites" / f"{site.name}.md"
+    assert page.is_file(), f"no reference page for {site.name}"
+    head = r"^[`:]{3,}\{site-facts\}\s+" + re.escape(site.name) + r"\s*\n:show:\s*(\w+)"
+    shown = set(re.findall(head, page.read_text(encoding="utf-8"), re.M))
+    filled = {show for show in SHOWS if facts_rows(site, show)[1]}
+    assert filled <= shown, f"{page.relative_to(ROOT)} leaves out {sorted(filled - shown)}"
+
+
+# Recipes of a closed site -> the site whose recipes its users now need.
+MOVED_TO = {
+    "howto/summit/distributed-training.md": "frontier",
+    "howto/archer2/pytorch-gpu.md": "isambard-ai",
+    "howto/archer2/tensorflow-gpu.md": "isambard-ai",
+}
+DOC_LINK = re.compile(r"\{doc\}`(?P<target>/[^`<>]+)`")
+
+
+def test_moved_to_sites_are_current():
+    for rel, site in MOVED_TO.items():
+        assert load_site(rel.split("/")[1]).status != "current", rel
+        assert load_site(site).is_current, site
+
+
+@pytest.mark.parametrize("site", sorted(set(MOVED_TO.values())))
+def test_closed_sites_recipes_point_to_where_users_went(site):
+    """Together, the pages of the closed site link to every recipe of the site users moved to."""
+    linked = set()
+    for rel, target in MOVED_TO.items():
+        if target == site:
+            text = (DOCS / rel).read_text(encoding="utf-8")
+            linked |= {m["target"] for m in DOC_LINK.finditer(text)}
+    recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
+    assert recipes, f"no recipes under docs/howto/{site}/"
+    assert recipes <= linked, f"not linked: {sorted(recipes - linked)}"
