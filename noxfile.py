@@ -140,9 +140,9 @@ def check(session: nox.Session) -> None:
 @nox.session(venv_backend="none", tags=["ci"])
 def tests(session: nox.Session) -> None:
     """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
-    measures the lines it runs of the programs in examples/ (coverage.py, started by
-    COVERAGE_PROCESS_START); a full run writes the coverage page and fails on a line that ran
-    nowhere without a reason in tests/coverage-reasons.yaml."""
+    that runs a program in examples/ measures its lines (coverage.py, started by the hook in
+    clusterkit/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
+    and fails on a line that ran nowhere without a reason in tests/coverage-reasons.yaml."""
     # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
     apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     env = ml_env(session)
@@ -171,7 +171,7 @@ def tests(session: nox.Session) -> None:
             "CLUSTERKIT_COVERAGE_LOG": str(cov),
             "CLUSTERKIT_REQUIRE_REFRAME": "1",
             "CLUSTERKIT_REQUIRE_MPIRUN": "1",
-            "COVERAGE_PROCESS_START": str(lines / "coveragerc"),
+            "CLUSTERKIT_LINES": str(lines / "coveragerc"),
         },
     )
     if not session.posargs:  # a partial run cannot judge the coverage of every page
