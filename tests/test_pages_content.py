@@ -10,8 +10,8 @@
   compared, the script is shellchecked and its module loads are checked against the profile.
 * Pages about a historical thing say so in a historical admonition with the replacement.
 * Each site's reference page renders every facts table its profile has rows for.
-* The recipes of the sites that have closed point to the same recipes on the sites their users
-  moved to.
+* The recipes of the sites that have closed, and the page on moving on from them, point to
+  the recipes of the sites their users moved to.
 * How-to guides show job scripts, not the trainers: a recipe that runs a trainer links a
   download of it and its option page (generated from its parser), which lists the recipe back.
 """
@@ -175,6 +175,14 @@ def test_closed_sites_recipes_point_to_where_users_went(site):
     recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
     assert recipes, f"no recipes under docs/howto/{site}/"
     assert recipes <= linked, f"not linked: {sorted(recipes - linked)}"
+
+
+def test_moving_on_links_every_recipe_of_the_sites_users_moved_to():
+    text = (DOCS / "howto" / "moving-on.md").read_text(encoding="utf-8")
+    linked = {m["target"] for m in DOC_LINK.finditer(text)}
+    for site in sorted(set(MOVED_TO.values())):
+        recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
+        assert recipes <= linked, f"moving-on.md does not link {sorted(recipes - linked)}"
 
 
 # The trainers, and the option pages generated from their parsers.
