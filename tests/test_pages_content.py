@@ -229,7 +229,7 @@ def test_recipes_and_the_trainers_option_page_link_each_other(program):
     recipes = _site_recipes_running(program)
     assert recipes, f"no recipe runs {program}"
     for doc, text in recipes.items():
-        assert f"{{doc}}`{reference}`" in text, f"{doc} runs {program} but does not link {reference}"
+        assert f"{{doc}}`{reference}`" in text, f"{doc} runs {program}, does not link {reference}"
         assert re.search(rf"\{{download\}}`[^`]*<[^>]*/{re.escape(program)}>`", text), (
             f"{doc} runs {program} but gives no download of it"
         )
