@@ -10,8 +10,10 @@
   compared, the script is shellchecked and its module loads are checked against the profile.
 * Pages about a historical thing say so in a historical admonition with the replacement.
 * Each site's reference page renders every facts table its profile has rows for.
-* The recipes of the sites that have closed point to the same recipes on the sites their users
-  moved to.
+* The recipes of the sites that have closed, and the page on moving on from them, point to
+  the recipes of the sites their users moved to.
+* How-to guides show job scripts, not the trainers: a recipe that runs a trainer links a
+  download of it and its option page (generated from its parser), which lists the recipe back.
 """
 
 from __future__ import annotations
@@ -173,3 +175,63 @@ def test_closed_sites_recipes_point_to_where_users_went(site):
     recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
     assert recipes, f"no recipes under docs/howto/{site}/"
     assert recipes <= linked, f"not linked: {sorted(recipes - linked)}"
+
+
+def test_moving_on_links_every_recipe_of_the_sites_users_moved_to():
+    text = (DOCS / "howto" / "moving-on.md").read_text(encoding="utf-8")
+    linked = {m["target"] for m in DOC_LINK.finditer(text)}
+    for site in sorted(set(MOVED_TO.values())):
+        recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
+        assert recipes <= linked, f"moving-on.md does not link {sorted(recipes - linked)}"
+
+
+# The trainers, and the option pages generated from their parsers.
+TRAINER_PAGES = {
+    "train_resnet.py": "/reference/trainers/pytorch",
+    "train_resnet_keras.py": "/reference/trainers/tensorflow",
+}
+INCLUDE = re.compile(r"^```\{literalinclude\}\s+(?P<path>\S+)", re.M)
+
+
+def _site_recipes_running(program: str) -> dict[str, str]:
+    """Site recipes (docs/howto/<site>/*.md) that show a job script starting ``program``:
+    their doc name -> their text."""
+    sites = {s.name for s in all_sites()}
+    out = {}
+    for page in sorted((DOCS / "howto").glob("*/*.md")):
+        if page.parent.name not in sites:
+            continue
+        text = page.read_text(encoding="utf-8")
+        for m in INCLUDE.finditer(text):
+            shown = (page.parent / m["path"]).resolve()
+            if shown.suffix in JOB_SUFFIXES and re.search(
+                rf"\b{re.escape(program)}\b", shown.read_text(encoding="utf-8")
+            ):
+                out[f"/{page.relative_to(DOCS).with_suffix('').as_posix()}"] = text
+    return out
+
+
+def test_how_tos_link_the_trainers_instead_of_listing_them():
+    for page in sorted((DOCS / "howto").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for m in INCLUDE.finditer(text):
+            assert Path(m["path"]).name not in TRAINER_PAGES, (
+                f"{page.relative_to(ROOT)} lists {Path(m['path']).name} whole; link its "
+                "option page and a download instead"
+            )
+
+
+@pytest.mark.parametrize("program", sorted(TRAINER_PAGES))
+def test_recipes_and_the_trainers_option_page_link_each_other(program):
+    """A recipe that runs a trainer links its generated option page and a download of it; the
+    option page lists every recipe that runs it."""
+    reference = TRAINER_PAGES[program]
+    recipes = _site_recipes_running(program)
+    assert recipes, f"no recipe runs {program}"
+    for doc, text in recipes.items():
+        assert f"{{doc}}`{reference}`" in text, f"{doc} runs {program}, does not link {reference}"
+        assert re.search(rf"\{{download\}}`[^`]*<[^>]*/{re.escape(program)}>`", text), (
+            f"{doc} runs {program} but gives no download of it"
+        )
+    listed = {m["target"] for m in DOC_LINK.finditer((DOCS / f"{reference[1:]}.md").read_text())}
+    assert set(recipes) <= listed, f"{reference} does not list {sorted(set(recipes) - listed)}"
