@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -162,6 +163,10 @@ def tests(session: nox.Session) -> None:
         "--ignore=tests/slurm",
         "--ignore=tests/browser",
         "--ignore=tests/horovod",  # needs a Horovod build: docs/howto/horovod.md
+        # scratch folders of its own, not /tmp/pytest-of-USER, which another pytest run or a
+        # clean-up of that folder on the same machine may empty while this run uses it (outside
+        # the repository: tests tell files of the repository from scratch files by their path)
+        f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-tests'}",
         "-n",
         "auto",  # one worker per core; tests that run job scripts take turns (tests/conftest.py)
         "-v",
