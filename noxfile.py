@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -168,9 +169,9 @@ def check(session: nox.Session) -> None:
 @nox.session(venv_backend="none", tags=["ci"])
 def tests(session: nox.Session) -> None:
     """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
-    measures the lines it runs of the programs in examples/ (coverage.py, started by
-    COVERAGE_PROCESS_START); a full run writes the coverage page and fails on a line that ran
-    nowhere without a reason in tests/coverage-reasons.yaml."""
+    that runs a program in examples/ measures its lines (coverage.py, started by the hook in
+    clusterkit/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
+    and fails on a line that ran nowhere without a reason in tests/coverage-reasons.yaml."""
     # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
     apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     env = ml_env(session)
@@ -190,6 +191,10 @@ def tests(session: nox.Session) -> None:
         "no:cacheprovider",
         "--ignore=tests/slurm",
         "--ignore=tests/browser",
+        # scratch folders of its own, not /tmp/pytest-of-USER, which another pytest run or a
+        # clean-up of that folder on the same machine may empty while this run uses it (outside
+        # the repository: tests tell files of the repository from scratch files by their path)
+        f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-tests'}",
         "-n",
         "auto",  # one worker per core; tests that run job scripts take turns (tests/conftest.py)
         "-v",
@@ -200,7 +205,7 @@ def tests(session: nox.Session) -> None:
             "CLUSTERKIT_REQUIRE_REFRAME": "1",
             "CLUSTERKIT_REQUIRE_MPIRUN": "1",
             "CLUSTERKIT_REQUIRE_HOROVOD": "1",
-            "COVERAGE_PROCESS_START": str(lines / "coveragerc"),
+            "CLUSTERKIT_LINES": str(lines / "coveragerc"),
         },
     )
     if not session.posargs:  # a partial run cannot judge the coverage of every page

@@ -3,12 +3,14 @@
 
 For each site a job script is written from its profile (partition, QoS, GPUs and cores per node
 all come from ``sites/<site>.yaml``) at growing node counts, and judged with the call
-``python -m clusterkit check-job`` makes. Bede: the gpu partition, one rank per GPU, up to every
-node of it, then 500 nodes (more than the partition has: an error case). ARCHER2: the standard
-partition, 128 ranks per node, up to all 5,860 nodes. Summit: the batch queue with jsrun, one
-resource set per GPU, up to 4,608 nodes. A case still running after ``--limit`` seconds is
-stopped and shown as such. Prints a table; ``--output FILE`` also writes the rows as JSON.
-Not a test: the figures depend on the machine.
+``python -m clusterkit check-job`` makes. The partition is the site's largest; a job runs one
+rank per GPU on GPU nodes (Bede's gpu, Frontier's batch, Summit's batch with jsrun, one
+resource set per GPU), one per core on CPU nodes (ARCHER2's standard, 128 per node), up to the
+most nodes the partition takes (all 5,860 of ARCHER2's), then one job over that limit (500
+nodes, or twice the limit where that is more: an error case). A site whose profile gives its
+largest partition no node count is listed as not benchmarked. A case still running after
+``--limit`` seconds is stopped and shown as such. Prints a table; ``--output FILE`` also writes
+the rows as JSON. Not a test: the figures depend on the machine.
 
     python benchmarks/bench_jobcheck.py
     python benchmarks/bench_jobcheck.py --site archer2 --nodes 1 64 5860 --limit 10
@@ -31,7 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clusterkit.emulate.checkjob import check_job_file  # noqa: E402
-from clusterkit.profiles import Partition, Site, duration_seconds, load_site  # noqa: E402
+from clusterkit.profiles import (  # noqa: E402
+    Partition,
+    Site,
+    duration_seconds,
+    load_site,
+    profile_paths,
+)
 
 TRAINER = "python train_resnet.py --epochs 1 --batch-size 256"
 
@@ -109,8 +117,7 @@ def slurm_case(
     return Case(site.name, part.name, nodes, nodes * ranks_per_node, "\n".join(lines))
 
 
-def summit_case(site: Site, nodes: int) -> Case:
-    part = site.default_partition
+def summit_case(site: Site, part: Partition, nodes: int) -> Case:
     node = part.node_type
     cores = node.usable_cores // node.gpus
     text = "\n".join(
@@ -129,26 +136,48 @@ def summit_case(site: Site, nodes: int) -> Case:
     return Case(site.name, part.name, nodes, nodes * node.gpus, text)
 
 
-def cases(sites: list[str], nodes: list[int] | None) -> list[Case]:
-    out = []
+def largest_partition(site: Site) -> Partition:
+    return max(
+        (p for p in site.partitions.values() if p.status != "removed"),
+        key=lambda p: p.max_nodes or p.size or 0,
+    )
+
+
+def most_nodes(part: Partition) -> int | None:
+    """The largest job the partition takes: its node limit, else every node it has."""
+    return min((n for n in (part.max_nodes, part.size) if n), default=None)
+
+
+def site_cases(site: Site, nodes: list[int] | None) -> list[Case]:
+    part = largest_partition(site)
+    top = most_nodes(part)
+    sizes = nodes or [*doubling(top, factor=2 if top <= 64 else 8), max(500, 2 * top)]
+    if site.scheduler == "lsf":
+        return [summit_case(site, part, n) for n in sizes]
+    node = part.node_type
+    ranks = node.gpus or node.usable_cores
+    return [slurm_case(site, part.name, n, ranks, node.gpus, hint=not node.gpus) for n in sizes]
+
+
+def unmeasurable(site: Site) -> str | None:
+    """Why the site cannot be benchmarked up to its whole machine, or None."""
+    part = largest_partition(site)
+    if most_nodes(part) is None:
+        return f"its largest partition, {part.name}, has no node count in sites/{site.name}.yaml"
+    return None
+
+
+def cases(sites: list[str], nodes: list[int] | None) -> tuple[list[Case], dict[str, str]]:
+    """The cases to time, and the sites left out with the reason."""
+    out, left = [], {}
     for name in sites:
         site = load_site(name)
-        if name == "bede":
-            part = site.partitions["gpu"]
-            gpus = part.node_type.gpus
-            for n in nodes or [*doubling(part.size, factor=2), 500]:
-                out.append(slurm_case(site, part.name, n, gpus, gpus, hint=False))
-        elif name == "archer2":
-            part = site.partitions["standard"]
-            for n in nodes or [*doubling(1024), 2048, part.size]:
-                out.append(
-                    slurm_case(site, part.name, n, part.node_type.usable_cores, 0, hint=True)
-                )
-        elif name == "summit":
-            part = site.default_partition
-            for n in nodes or doubling(part.max_nodes):
-                out.append(summit_case(site, n))
-    return out
+        why = unmeasurable(site)
+        if why:
+            left[name] = why
+        else:
+            out += site_cases(site, nodes)
+    return out, left
 
 
 # --------------------------------------------------------------------------- timing
@@ -198,17 +227,20 @@ def table(rows: list[Row], limit: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--site", action="append", choices=["bede", "archer2", "summit"])
+    names = [path.stem for path in profile_paths()]
+    p.add_argument("--site", action="append", choices=names)
     p.add_argument("--nodes", type=int, nargs="+", help="node counts instead of the ladder")
     p.add_argument("--limit", type=float, default=30.0, help="seconds before a case is stopped")
     p.add_argument("--output", help="also write the rows (and the machine) as JSON here")
     args = p.parse_args(argv)
-    sites = args.site or ["bede", "archer2", "summit"]
-    todo = cases(sites, args.nodes)
+    todo, left = cases(args.site or names, args.nodes)
     with tempfile.TemporaryDirectory() as tmp:
-        judge(todo[0], args.limit, Path(tmp))  # first use: imports and the trainer's contract
+        for case in todo[:1]:  # first use: imports and the trainer's contract
+            judge(case, args.limit, Path(tmp))
         rows = [judge(c, args.limit, Path(tmp)) for c in todo]
     print(table(rows, args.limit))
+    for name, why in left.items():
+        print(f"{name}: not benchmarked: {why}")
     if args.output:
         record = {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -216,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": platform.machine(),
             "limit_s": args.limit,
             "rows": [asdict(r) for r in rows],
+            "not_benchmarked": left,
         }
         Path(args.output).write_text(json.dumps(record, indent=1) + "\n")
     return 0

@@ -25,6 +25,7 @@ from clusterkit import (
     installs,
     path_checks,
     python_commands,
+    stack_installs,
 )
 from clusterkit.errors import Finding
 from clusterkit.grammars import profilers, reframe_cli, slurm_query, tensorboard_cli
@@ -195,7 +196,8 @@ def _launch_line(page: str, line: int, words: list[str], site: Site) -> list[Fin
 
 def _pip(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
     target = install_target.target_for(page, line, site, snippet)
-    return installs.check_pip(page, line, list(words[1:]), target)
+    found = installs.check_pip(page, line, list(words[1:]), target)
+    return found + stack_installs.check_pip(page, line, list(words[1:]), site, snippet)
 
 
 # Per-command checkers: name -> fn(page, line, words, site, snippet) -> findings; ``snippet`` is

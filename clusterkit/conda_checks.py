@@ -11,6 +11,8 @@ the packages they ask for.
   conda-forge (Miniforge's default). Where a manifest of the channel is recorded
   (:func:`clusterkit.channels.find_manifest`), the pins, the Python and the node's platform
   are judged against it; where none is, the command is reported "unresolvable here".
+* A command that installs the frameworks of a stack the page names is held to that stack's
+  versions, channel and Python (:mod:`clusterkit.stack_installs`).
 * ``conda config --set`` is judged for the settings pages use (``channel_priority``).
 """
 
@@ -21,7 +23,7 @@ import shlex
 from functools import cache
 from pathlib import Path
 
-from clusterkit import channels, install_target
+from clusterkit import channels, install_target, stack_installs
 from clusterkit.errors import Finding
 from clusterkit.grammars import conda_cli
 from clusterkit.lint import pages as P
@@ -157,14 +159,14 @@ def _packages(page, line: int, cmd, site: Site, snippet: str) -> list[Finding]:
     if out or not specs:
         return out
     channel = _channel(cmd, snippet)
+    out = stack_installs.check_conda(page, line, site, snippet, channel, specs)
     manifest = channels.find_manifest(channel)
     if manifest is None:
         what = f"{channel} (no recorded manifest under contracts/channels/)"
-        return [
-            Finding(page, line, "install-unresolvable", f"unresolvable here: {what}", "warning")
-        ]
+        unresolvable = f"unresolvable here: {what}"
+        return [*out, Finding(page, line, "install-unresolvable", unresolvable, "warning")]
     target = install_target.target_for(page, line, site, snippet)
-    return _against_manifest(page, line, cmd, specs, manifest, target)
+    return out + _against_manifest(page, line, cmd, specs, manifest, target)
 
 
 def _split_spec(spec: str) -> tuple[str, str, str]:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from clusterkit.installs import Target
 from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT, NodeType, Site
+from clusterkit.profiles import ROOT, NodeType, Site, Stack
 
 ARCH_WORDS = [
     (re.compile(r"aarch64|arm64|Grace[- ]Hopper|GH200", re.I), "aarch64"),
@@ -58,7 +58,7 @@ def target_for(page: str | Path, line: int, site: Site, snippet: str = "") -> Ta
     if stack is not None:
         node = site.node_types[stack.raw["node_types"][0]]
         return _target(site, node, stack.python, f"stack {stack.key}")
-    python = _snippet_python(snippet) or node.python or ""
+    python = snippet_python(snippet) or node.python or ""
     return _target(site, node, python, why)
 
 
@@ -74,16 +74,23 @@ def _page(path: Path) -> P.Page | None:
     return P.scan_page(path)
 
 
-def _stack(path: Path, site: Site, node: NodeType):
-    """The stack of ``site`` the page names for ``node`` (see the module's docstring)."""
-    page = _page(path)
-    if page is None:
-        return None
+def page_stacks(page: str | Path, site: Site) -> list[Stack]:
+    """The stacks of ``site`` that the page names in its front matter, in order."""
+    path = ROOT / page if not Path(page).is_absolute() else Path(page)
+    scanned = _page(path)
+    if scanned is None:
+        return []
     named = []
-    for key in page.front_matter.get("stacks") or []:
+    for key in scanned.front_matter.get("stacks") or []:
         site_name, _, name = str(key).partition("/")
         if site_name == site.name and name in site.stacks:
             named.append(site.stacks[name])
+    return named
+
+
+def _stack(path: Path, site: Site, node: NodeType):
+    """The stack of ``site`` the page names for ``node`` (see the module's docstring)."""
+    named = page_stacks(path, site)
     if len(named) > 1:
         types = site.node_types
         same_arch = [
@@ -187,6 +194,7 @@ def _module_node_types(text: str, site: Site) -> list[NodeType]:
     return out
 
 
-def _snippet_python(snippet: str) -> str | None:
+def snippet_python(snippet: str) -> str | None:
+    """The Python version the snippet makes its environment with, if it names one."""
     m = _CONDA_PYTHON.search(snippet) or _VERSIONED_PYTHON.search(snippet)
     return m[1] if m else None

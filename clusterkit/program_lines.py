@@ -1,26 +1,29 @@
 """Line coverage of the example programs (``examples/**/*.py``) in every process the tests start.
 
 The tests session measures them with coverage.py across process boundaries: ``start(DIR)``
-writes a coverage configuration to ``DIR/coveragerc`` and the session exports
-``COVERAGE_PROCESS_START`` pointing at it. The ``.pth`` hook that coverage.py (7.10 or later)
-installs then starts measuring in each Python process that sees the variable: pytest itself,
-the trainers the tests start, torchrun's workers, the ranks of the emulated ``srun`` and the
-TensorFlow workers. Each process writes its own data file into ``DIR`` when it exits.
+writes a coverage configuration to ``DIR/coveragerc``, :func:`install_hook` puts a ``.pth``
+line into the environment's site-packages, and the session exports ``CLUSTERKIT_LINES``
+pointing at the configuration. The hook (:mod:`clusterkit.lines_hook`) then measures the
+processes that run a program: the trainers the tests start, torchrun's workers, the ranks of
+the emulated ``srun`` and of ``mpirun``, the TensorFlow workers; tests that load a program
+in-process measure that stretch with :func:`clusterkit.lines_hook.measured`. Each measured
+process writes its own data file into ``DIR`` when it exits.
 
-Only files named like an example program are measured (``include`` patterns), so processes that
-run nothing of ``examples/`` pay for one look at each file name and write no data. The job-script
+Only files named like an example program are measured (``include`` patterns). The job-script
 tests run a *copy* of a trainer in a scratch job directory; :func:`measure` counts a copy's lines
 as its original's, after checking that every line the copy ran is code in the original.
 
-``python -m clusterkit.program_lines start DIR`` clears ``DIR`` of old data and writes the
-configuration; ``python -m clusterkit.program_lines report DIR`` prints lines, covered and % per
-program (the coverage page is written by :mod:`clusterkit.lint.coverage`).
+``python -m clusterkit.program_lines start DIR`` clears ``DIR`` of old data, writes the
+configuration and installs the hook in the running interpreter's environment;
+``python -m clusterkit.program_lines report DIR`` prints lines, covered and % per program (the
+coverage page is written by :mod:`clusterkit.lint.coverage`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +43,8 @@ def config_text(data_dir: Path, names: list[str]) -> str:
     """The coverage.py configuration of a measured test run (INI format)."""
     include = "".join(f"\n    */{name}" for name in names)
     return (
-        "# Written by clusterkit.program_lines: the example programs, measured in every\n"
-        "# process that COVERAGE_PROCESS_START reaches.\n"
+        "# Written by clusterkit.program_lines: the example programs, measured in the\n"
+        "# processes that run them (clusterkit.lines_hook).\n"
         "[run]\n"
         f"data_file = {data_dir.resolve() / DATA_NAME}\n"
         "parallel = true\n"
@@ -67,6 +70,17 @@ def start(data_dir: Path, paths: list[Path] | None = None) -> Path:
     config = data_dir / CONFIG_NAME
     config.write_text(config_text(data_dir, names), encoding="utf-8")
     return config
+
+
+def install_hook(site_dir: Path) -> Path:
+    """Write the start-up line of :mod:`clusterkit.lines_hook` into ``site_dir`` (a
+    site-packages folder); it does nothing in a process without ``CLUSTERKIT_LINES``."""
+    from clusterkit import lines_hook
+
+    path = Path(site_dir) / lines_hook.PTH_NAME
+    if not path.is_file() or path.read_text(encoding="utf-8") != lines_hook.PTH_LINE:
+        path.write_text(lines_hook.PTH_LINE, encoding="utf-8")
+    return path
 
 
 @dataclass
@@ -206,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.action == "start":
         print(start(args.dir))
+        # the hook goes into this interpreter's environment: the one the tests run with
+        print(install_hook(Path(sysconfig.get_path("purelib"))))
         return 0
     print(report(measure(args.dir)))
     return 0

@@ -17,7 +17,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit import contracts, emulation, install_target, installs
+from clusterkit import contracts, emulation, install_target, installs, stack_installs
 from clusterkit.errors import Finding
 from clusterkit.profiles import Site
 
@@ -72,7 +72,8 @@ def check(page, line: int, words: list[str], site: Site, snippet: str = "") -> l
         if site is None:
             return [_needs_site(page, line, words)]
         target = install_target.target_for(page, line, site, snippet)
-        return installs.check_pip(page, line, cmd.args, target)
+        found = installs.check_pip(page, line, cmd.args, target)
+        return found + stack_installs.check_pip(page, line, cmd.args, site, snippet)
     return module_options(page, line, cmd.target, cmd.args)
 
 

@@ -7,9 +7,9 @@ entry holds is read from the profile:
   a ``jsrun`` launcher defined in the generated file and registered with ReFrame's launcher
   registry, whose resource sets come from the node type (usable cores, GPUs);
 * ``access``: the partition (``--partition=NAME`` or ``-q NAME``), the account (the profile's
-  placeholder unless ``--account`` gives a real one) and, where the partition requires one, the
-  first QoS it lists (a check that needs another QoS adds ``--qos`` itself; see
-  :func:`qos_for`);
+  placeholder unless ``--account`` gives a real one; none where the profile says jobs need none,
+  ``account.required: false``) and, where the partition requires one, the first QoS it lists
+  (a check that needs another QoS adds ``--qos`` itself; see :func:`qos_for`);
 * ``resources``: ``gpu`` as ``--gres=gpu:{num_gpus_per_node}`` on NVIDIA nodes and as
   ``--gpus={num_gpus}`` (GPUs for the whole job) on AMD nodes, the form ARCHER2 documents;
 * ``processor`` and ``devices`` from the node type, ``max_jobs`` capped by the partition's nodes;
@@ -204,11 +204,11 @@ def qos_for(
     return None
 
 
-def access_options(site: Site, part: Partition, account: str) -> list[str]:
+def access_options(site: Site, part: Partition, account: str | None) -> list[str]:
     if site.scheduler == "lsf":
         opt = site.account.get("option", "-P")
-        return [f"-q {part.name}", f"{opt} {account}"]
-    out = [f"--partition={part.name}", f"--account={account}"]
+        return [f"-q {part.name}"] + ([f"{opt} {account}"] if account else [])
+    out = [f"--partition={part.name}"] + ([f"--account={account}"] if account else [])
     if part.qos_required and part.qos:
         out.append(f"--qos={part.qos[0]}")
     return out
@@ -249,7 +249,7 @@ def _used_node_types(site: Site) -> list[NodeType]:
     return list(seen.values())
 
 
-def partition_entry(site: Site, part: Partition, envs: list[dict], account: str) -> dict:
+def partition_entry(site: Site, part: Partition, envs: list[dict], account: str | None) -> dict:
     node = part.node_type
     features = ["gpu", node.gpu_vendor] if node.gpus else ["cpu"]
     features += [node.arch.replace("_", "-"), site.scheduler, site.status]
@@ -333,7 +333,8 @@ def system_entry(
                 )
             ]
         )
-    account = account or site.account["example"]
+    if account is None and site.account.get("required", True):
+        account = site.account["example"]
     envs = environments(site, setup)
     parts = [partition_entry(site, p, envs, account) for p in site.partitions.values()]
     if local:

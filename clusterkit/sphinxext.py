@@ -137,21 +137,24 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
             "Memory (GB)",
             "GPUs",
         ]
+        # the network column only where the profile records how nodes reach each other
+        network = any(nt.raw.get("network") for nt in site.node_types.values())
+        if network:
+            headers.append("Network")
         rows = []
         for nt in site.node_types.values():
             gpus = f"{nt.gpus} x {nt.gpu_model}" if nt.gpus else "none"
-            rows.append(
-                [
-                    nt.name,
-                    nt.cpu,
-                    nt.arch,
-                    f"{nt.sockets} x {nt.cores_per_socket}",
-                    str(nt.usable_cores),
-                    str(nt.threads_per_core),
-                    f"{nt.memory_gb:g}",
-                    gpus,
-                ]
-            )
+            row = [
+                nt.name,
+                nt.cpu,
+                nt.arch,
+                f"{nt.sockets} x {nt.cores_per_socket}",
+                str(nt.usable_cores),
+                str(nt.threads_per_core),
+                f"{nt.memory_gb:g}",
+                gpus,
+            ]
+            rows.append([*row, nt.raw.get("network", "not documented")] if network else row)
         return headers, rows
     if show == "affinity":
         headers = ["Node type", "NUMA", "Cores", "Hardware threads", "GPUs", "Kept for the system"]

@@ -58,6 +58,8 @@ def _partition(key: str, part) -> dict[str, str]:
         out[f"{key}_gpu_interconnect"] = gpu["interconnect"]
     if gpu.get("memory_gb"):
         out[f"{key}_gpu_memory_gb"] = f"{gpu['memory_gb']:g}"
+    if node.raw.get("network"):
+        out[f"{key}_network"] = node.raw["network"]
     return out
 
 

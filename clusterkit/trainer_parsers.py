@@ -18,6 +18,7 @@ import sys
 import types
 from pathlib import Path
 
+from clusterkit import lines_hook
 from clusterkit.profiles import ROOT
 
 FRAMEWORKS = ("torch", "torchvision", "tensorflow", "keras", "horovod", "numpy")
@@ -82,8 +83,9 @@ def load_parser(path: Path) -> argparse.ArgumentParser:
     finder = _Finder()
     sys.meta_path.insert(0, finder)
     try:
-        namespace = runpy.run_path(str(path), run_name=f"_options_of_{Path(path).stem}")
-        parser = namespace["build_parser"]()
+        with lines_hook.measured():  # the program's lines that run here count as run
+            namespace = runpy.run_path(str(path), run_name=f"_options_of_{Path(path).stem}")
+            parser = namespace["build_parser"]()
     finally:
         sys.meta_path.remove(finder)
         for name in [k for k in sys.modules if _is_framework(k)]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from benchmark_scripts import benchmark_module
 
+from clusterkit import lines_hook
 from clusterkit.emulate import shimdir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +72,17 @@ def _one_job_script_at_a_time(request):
     from filelock import FileLock  # here: the stack environments run none of these files
 
     with FileLock(FIXED_PORT_LOCK):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _program_lines_in_process(request):
+    """Tests marked program_lines run a program in this process: measure its lines (only the
+    processes that run a program are measured as a whole; see clusterkit/lines_hook.py)."""
+    if request.node.get_closest_marker("program_lines") is None:
+        yield
+        return
+    with lines_hook.measured():
         yield
 
 

@@ -170,7 +170,9 @@ def bede_shims(emulated_env, tmp_path):
         "from clusterkit.emulate.entry import main\nmain('bede-mpirun')\n"
     )
     shim.chmod(0o755)
+    # the thread counts as bede-mpirun sets them, not as fitted to this machine's cores
     env = dict(emulated_env, CLUSTERKIT_SITE="bede", PYTHONUNBUFFERED="1")
+    env["CLUSTERKIT_KEEP_THREADS"] = "1"
     env["PATH"] = f"{extra}:{shimdir.ensure()}:{env['PATH']}"
     return env
 

@@ -85,3 +85,30 @@ def test_an_unlisted_module_is_an_error_in_a_complete_inventory():
     complete = _with_coverage(BEDE, "complete")
     [f] = check_module("job.sbatch", 7, "cray-mpich/8.1.23", complete)
     assert f.level == "error" and f.rule == "module-known"
+
+
+def _account_script(site: Site, account: str) -> str:
+    """A small job of the site's default partition (else its first), with ``account``."""
+    if site.scheduler == "lsf":
+        return f"#!/bin/bash\n#BSUB -P {account}\n#BSUB -W 10\n#BSUB -nnodes 1\njsrun -n1 x\n"
+    part = site.default_partition or next(iter(site.partitions.values()))
+    qos = f"#SBATCH --qos={part.qos[0]}\n" if part.qos_required else ""
+    return (
+        f"#!/bin/bash\n#SBATCH --account={account}\n#SBATCH --partition={part.name}\n{qos}"
+        "#SBATCH --time=10\nsrun hostname\n"
+    )
+
+
+ACCOUNT_RULES = {"account-form", "project-form", "account-required", "sbatch-option"}
+
+
+@pytest.mark.parametrize("site", list(all_sites()), ids=lambda s: s.name)
+def test_every_profile_lists_placeholders_and_accepts_them_as_the_account(site):
+    check = check_lsf_script if site.scheduler == "lsf" else check_slurm_script
+    assert site.placeholders, f"sites/{site.name}.yaml lists no placeholders of its docs"
+    for placeholder in site.placeholders:
+        report = check("job", site, text=_account_script(site, placeholder))
+        assert not {f.rule for f in report.errors} & ACCOUNT_RULES, (placeholder, report.errors)
+    # a bracketed value the docs never print is judged as an account, and refused
+    other = check("job", site, text=_account_script(site, "<not-in-the-docs>"))
+    assert {f.rule for f in other.errors} & ACCOUNT_RULES, other.errors

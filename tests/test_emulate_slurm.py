@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -354,3 +355,38 @@ def test_srun_shim_runs_each_part_of_an_mpmd_line(emulated_env, tmp_path):
     assert r.returncode == 0, r.stderr
     lines = sorted((tmp_path / "out.txt").read_text().split("\n"))
     assert [ln for ln in lines if ln[:2] in {"a ", "b "}] == ["a 0/2", "b 1/2"]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_run_here_fits_thread_counts_to_this_machine(emulated_env, tmp_path, keep):
+    """A job asking for 16 CPUs a task runs here on this machine's cores: the batch shell and
+    each rank see the share of the cores their rank has (CLUSTERKIT_KEEP_THREADS=1: as asked)."""
+    script = tmp_path / "threads.sbatch"
+    script.write_text(
+        _script(
+            "-A t01",
+            "-p standard",
+            "--qos=standard",
+            "-N 1",
+            "--ntasks-per-node=8",
+            "--cpus-per-task=16",
+            "--output=out.txt",
+            body='echo "batch $SLURM_CPUS_PER_TASK"\n'
+            "export OMP_NUM_THREADS=16 SRUN_CPUS_PER_TASK=16\n"
+            "srun sh -c 'echo \"rank $SLURM_PROCID $OMP_NUM_THREADS $SLURM_CPUS_PER_TASK\"'\n",
+        )
+    )
+    env = dict(emulated_env, CLUSTERKIT_SITE="archer2", CLUSTERKIT_MAX_RANKS="2")
+    if keep:
+        env["CLUSTERKIT_KEEP_THREADS"] = "1"
+    r = subprocess.run(
+        ["sbatch", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    out = (tmp_path / "out.txt").read_text()
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    batch, ranks = (16, ["rank 0 16 16", "rank 1 16 16"]) if keep else (share, None)
+    assert f"batch {batch}\n" in out, out
+    expected = ranks or [f"rank {i} {share} {share}" for i in range(2)]
+    assert sorted(ln for ln in out.splitlines() if ln.startswith("rank ")) == expected, out
+    assert ("thread counts fitted" in r.stderr) is not keep, r.stderr

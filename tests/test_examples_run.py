@@ -35,9 +35,6 @@ NOT_RUN = {
         "one worker per node, and the emulator runs every node on this one machine, so both "
         "workers would listen on one port"
     ),
-    "bede/pytorch-gh200.sbatch": (
-        "activates a venv at a path on Bede ($VENV); the emulator stands in for conda only"
-    ),
     "bede/tensorflow-container-gh200-multinode.sbatch": (
         "one worker per node, and the emulator runs every node on this one machine, so both "
         "workers would listen on one port"

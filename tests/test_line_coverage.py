@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit import lines_hook
 from clusterkit import program_lines as PL
 from clusterkit.lint import coverage as COV
 from clusterkit.lint import line_reasons as LR
@@ -75,16 +76,25 @@ def reasons(tree: Path, text: str) -> tuple[list[LR.Reason], list]:
     return LR.load(path, root=tree)
 
 
+def hooked_env(tmp_path: Path, config: Path) -> dict[str, str]:
+    """The environment of a measured test run, with the start-up line of the hook run from a
+    sitecustomize module (the tests session puts the same line in a .pth file instead)."""
+    hook = tmp_path / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(lines_hook.PTH_LINE)
+    return dict(os.environ, CLUSTERKIT_LINES=str(config), PYTHONPATH=f"{hook}:{ROOT}")
+
+
 def test_spawned_processes_are_measured_and_copies_count_for_their_program(tree, tmp_path):
-    """What the tests session does: COVERAGE_PROCESS_START reaches a child process (here a
-    copy of the program in another directory, as the job-script tests make), and coverage.py's
-    start-up hook measures it with no change to the command."""
+    """What the tests session does: CLUSTERKIT_LINES reaches a child process that runs a
+    program (here a copy of it in another directory, as the job-script tests make), and the
+    hook measures it with no change to the command."""
     data_dir = tmp_path / "data"
     config = PL.start(data_dir, [program(tree)])
     job = tmp_path / "job"
     job.mkdir()
     (job / "prog.py").write_text(PROGRAM)
-    env = dict(os.environ, COVERAGE_PROCESS_START=str(config))
+    env = hooked_env(tmp_path, config)
     for argv in ([], ["--gpu"]):
         r = subprocess.run(
             [sys.executable, "prog.py", *argv], cwd=job, env=env, capture_output=True, text=True
@@ -96,9 +106,52 @@ def test_spawned_processes_are_measured_and_copies_count_for_their_program(tree,
     assert measured.covered == len(measured.statements) - 3
 
 
-def test_a_measured_process_that_reports_coverage_keeps_its_own_data(tree, tmp_path):
-    """A pytest worker both runs programs in-process and calls measure(): its own lines must
-    still be saved at exit (coverage.py stops saving them when a Coverage object is created)."""
+def test_the_hook_line_written_to_site_packages_starts_the_measurement(tree, tmp_path):
+    """install_hook's .pth line, read by site.addsitedir in a `python -c` wrapper that runs
+    the program with runpy (a wrapper names the program among its arguments)."""
+    data_dir = tmp_path / "data"
+    config = PL.start(data_dir, [program(tree)])
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    PL.install_hook(site_dir)
+    wrapper = (
+        f"import runpy, site, sys; site.addsitedir({str(site_dir)!r}); "
+        "runpy.run_path(sys.argv[1], run_name='__main__')"
+    )
+    env = dict(os.environ, CLUSTERKIT_LINES=str(config), PYTHONPATH=str(ROOT))
+    r = subprocess.run(
+        [sys.executable, "-c", wrapper, str(program(tree))], env=env, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    (measured,) = measure(tree, data_dir).programs
+    assert measured.processes == 1 and measured.missing == [CUDA1, CUDA2, EXCEPT, RET1, RET_FALSE]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/job/train_resnet.py", "--tiny"], True),  # python train_resnet.py, a rank, a copy
+        (["-c", "traced", "/x/train_resnet_keras.py"], True),  # a runpy wrapper
+        (["/t/mpi_standin.py", "/x/train_resnet.py", "--backend", "mpi"], True),  # a stand-in
+        (["-c", "--multiprocessing-fork", "tracker_fd=5"], True),  # a spawned loader worker
+        (["/env/bin/torchrun", "--nproc_per_node=2", "train_resnet.py"], False),  # its workers
+        (["/shims/srun", "python", "train_resnet.py"], False),  # the ranks it starts
+        (["-c", "import sys;exec(eval(sys.stdin.readline()))"], False),  # a pytest worker
+        (["-m"], False),
+        ([], False),
+    ],
+)
+def test_only_processes_that_run_a_program_are_measured(argv, expected):
+    names = {"train_resnet.py", "train_resnet_keras.py"}
+    assert lines_hook.wanted(argv, names) is expected
+
+
+def test_a_test_process_measures_what_it_runs_in_a_measured_block(tree, tmp_path):
+    """A pytest worker is not measured as a whole; a test that runs a program in-process
+    measures that stretch, and its lines are saved although the process also calls measure()
+    (coverage.py stops saving a process's own data when a Coverage object is created in a
+    process measured from its start)."""
     data_dir = tmp_path / "data"
     config = PL.start(data_dir, [program(tree)])
     other = tmp_path / "other"
@@ -106,11 +159,13 @@ def test_a_measured_process_that_reports_coverage_keeps_its_own_data(tree, tmp_p
     script = textwrap.dedent(f"""\
         import runpy
         from pathlib import Path
-        from clusterkit import program_lines as PL
+        from clusterkit import lines_hook, program_lines as PL
+        runpy.run_path({str(program(tree))!r})  # outside the block: not measured
         PL.measure(Path({str(other)!r}), [Path({str(program(tree))!r})], root=Path({str(tree)!r}))
-        runpy.run_path({str(program(tree))!r})
+        with lines_hook.measured():
+            runpy.run_path({str(program(tree))!r})
         """)
-    env = dict(os.environ, COVERAGE_PROCESS_START=str(config), PYTHONPATH=str(ROOT))
+    env = hooked_env(tmp_path, config)
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     (measured,) = measure(tree, data_dir).programs
@@ -120,17 +175,12 @@ def test_a_measured_process_that_reports_coverage_keeps_its_own_data(tree, tmp_p
     assert sorted(set(measured.statements) - set(measured.missing)) == ran
 
 
-def test_a_process_that_runs_no_program_records_nothing_and_says_nothing(tmp_path):
-    from coverage import CoverageData
-
-    config = PL.start(tmp_path / "data", [tmp_path / "prog.py"])
-    env = dict(os.environ, COVERAGE_PROCESS_START=str(config))
+def test_a_process_that_runs_no_program_records_nothing_and_says_nothing(tree, tmp_path):
+    config = PL.start(tmp_path / "data", [program(tree)])
+    env = hooked_env(tmp_path, config)
     r = subprocess.run([sys.executable, "-c", "print(1)"], env=env, capture_output=True, text=True)
     assert (r.returncode, r.stdout, r.stderr) == (0, "1\n", "")
-    for path in (tmp_path / "data").glob(".coverage.*"):
-        data = CoverageData(basename=str(path))
-        data.read()
-        assert not data.measured_files()
+    assert not list((tmp_path / "data").glob(".coverage.*"))
 
 
 def test_a_copy_that_differs_from_the_program_is_left_out(tree, tmp_path):

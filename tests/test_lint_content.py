@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.lint import binding, cited_headings, content, option_units, pins
+from clusterkit.lint import binding, cited_headings, content, option_units, pins, script_envs
 from clusterkit.lint import pages as P
 from clusterkit.lint import trainer_help as H
+from clusterkit.profiles import load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 KERAS = ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"
@@ -248,3 +249,65 @@ def test_binding_cases(srun, bad):
 def test_the_pages_and_examples_are_clean():
     found = content.lint_all()
     assert not found, "\n".join(map(str, found))
+
+
+# --------------------------------------------------------------------------- script-envs
+def _bede_job(tmp_path: Path, partition: str, arch_dir: str, env: str) -> Path:
+    return _write(
+        tmp_path,
+        "job.sbatch",
+        f"""
+        #!/bin/bash
+        #SBATCH --partition={partition}
+        CONDA_ROOT=${{CONDA_ROOT:-/nobackup/projects/bdXXXYY/$USER/{arch_dir}/miniforge3}}
+        source "$CONDA_ROOT/etc/profile.d/conda.sh"
+        conda activate {env}
+        python train_resnet.py
+        """,
+    )
+
+
+def _env_page(tmp_path: Path) -> Path:
+    return _write(
+        tmp_path,
+        "env.md",
+        """
+        # Environment
+
+        ```bash
+        conda create --yes --name pytorch python=3.12
+        ```
+        """,
+    )
+
+
+def test_a_job_script_on_grace_hopper_nodes_with_a_power9_environment(tmp_path):
+    bede = load_site("bede")
+    script = _bede_job(tmp_path, "gh", "ppc64le", "pytorch")
+    found = script_envs.check_script(script, bede, [_env_page(tmp_path)])
+    assert [(f.line, f.rule) for f in found] == [(3, "script-env-arch")]
+    assert "aarch64 nodes" in found[0].message
+
+
+def test_a_job_script_activating_an_environment_no_page_creates(tmp_path):
+    bede = load_site("bede")
+    script = _bede_job(tmp_path, "gh", "aarch64", "torch")
+    found = script_envs.check_script(script, bede, [_env_page(tmp_path)])
+    assert [(f.line, f.rule) for f in found] == [(5, "script-env-unknown")]
+    assert "created there: pytorch" in found[0].message
+
+
+def test_a_job_script_that_matches_its_node_and_page_passes(tmp_path):
+    bede = load_site("bede")
+    script = _bede_job(tmp_path, "gh", "aarch64", "pytorch")
+    assert script_envs.check_script(script, bede, [_env_page(tmp_path)]) == []
+    # the default partition (gpu, POWER9) when the script names none
+    text = script.read_text().replace("#SBATCH --partition=gh\n", "").replace("aarch64", "ppc64le")
+    script.write_text(text)
+    assert script_envs.check_script(script, bede, [_env_page(tmp_path)]) == []
+
+
+def test_an_environment_in_a_variable_is_not_judged(tmp_path):
+    bede = load_site("bede")
+    script = _bede_job(tmp_path, "gpu", "ppc64le", '"$TORCH_ENV"')
+    assert script_envs.check_script(script, bede, [_env_page(tmp_path)]) == []

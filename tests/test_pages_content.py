@@ -9,6 +9,11 @@
   skipped by the page tests, because extend-venv-activate has no checker); here the two are
   compared, the script is shellchecked and its module loads are checked against the profile.
 * Pages about a historical thing say so in a historical admonition with the replacement.
+* Each site's reference page renders every facts table its profile has rows for.
+* The recipes of the sites that have closed, and the page on moving on from them, point to
+  the recipes of the sites their users moved to.
+* How-to guides show job scripts, not the trainers: a recipe that runs a trainer links a
+  download of it and its option page (generated from its parser), which lists the recipe back.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.profiles import all_sites, load_site
+from clusterkit.sphinxext import SHOWS, facts_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -129,3 +135,103 @@ def test_historical_content_is_marked(rel):
         assert re.search(r"\d{4}-\d{2}-\d{2}|\{\{ \w+_retired \}\}", body), (
             f"{rel}: a historical admonition gives no date"
         )
+
+
+@pytest.mark.parametrize("site", list(all_sites()), ids=lambda s: s.name)
+def test_reference_page_shows_every_table_the_profile_fills(site):
+    """docs/reference/sites/<name>.md has a {site-facts} table for each part of the profile
+    that has rows (nodes, partitions, stacks, ...), so that a new site's page lacks none."""
+    page = DOCS / "reference" / "sites" / f"{site.name}.md"
+    assert page.is_file(), f"no reference page for {site.name}"
+    head = r"^[`:]{3,}\{site-facts\}\s+" + re.escape(site.name) + r"\s*\n:show:\s*(\w+)"
+    shown = set(re.findall(head, page.read_text(encoding="utf-8"), re.M))
+    filled = {show for show in SHOWS if facts_rows(site, show)[1]}
+    assert filled <= shown, f"{page.relative_to(ROOT)} leaves out {sorted(filled - shown)}"
+
+
+# Recipes of a closed site -> the site whose recipes its users now need.
+MOVED_TO = {
+    "howto/summit/distributed-training.md": "frontier",
+    "howto/archer2/pytorch-gpu.md": "isambard-ai",
+    "howto/archer2/tensorflow-gpu.md": "isambard-ai",
+}
+DOC_LINK = re.compile(r"\{doc\}`(?P<target>/[^`<>]+)`")
+
+
+def test_moved_to_sites_are_current():
+    for rel, site in MOVED_TO.items():
+        assert load_site(rel.split("/")[1]).status != "current", rel
+        assert load_site(site).is_current, site
+
+
+@pytest.mark.parametrize("site", sorted(set(MOVED_TO.values())))
+def test_closed_sites_recipes_point_to_where_users_went(site):
+    """Together, the pages of the closed site link to every recipe of the site users moved to."""
+    linked = set()
+    for rel, target in MOVED_TO.items():
+        if target == site:
+            text = (DOCS / rel).read_text(encoding="utf-8")
+            linked |= {m["target"] for m in DOC_LINK.finditer(text)}
+    recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
+    assert recipes, f"no recipes under docs/howto/{site}/"
+    assert recipes <= linked, f"not linked: {sorted(recipes - linked)}"
+
+
+def test_moving_on_links_every_recipe_of_the_sites_users_moved_to():
+    text = (DOCS / "howto" / "moving-on.md").read_text(encoding="utf-8")
+    linked = {m["target"] for m in DOC_LINK.finditer(text)}
+    for site in sorted(set(MOVED_TO.values())):
+        recipes = {f"/howto/{site}/{p.stem}" for p in (DOCS / "howto" / site).glob("*.md")}
+        assert recipes <= linked, f"moving-on.md does not link {sorted(recipes - linked)}"
+
+
+# The trainers, and the option pages generated from their parsers.
+TRAINER_PAGES = {
+    "train_resnet.py": "/reference/trainers/pytorch",
+    "train_resnet_keras.py": "/reference/trainers/tensorflow",
+}
+INCLUDE = re.compile(r"^```\{literalinclude\}\s+(?P<path>\S+)", re.M)
+
+
+def _site_recipes_running(program: str) -> dict[str, str]:
+    """Site recipes (docs/howto/<site>/*.md) that show a job script starting ``program``:
+    their doc name -> their text."""
+    sites = {s.name for s in all_sites()}
+    out = {}
+    for page in sorted((DOCS / "howto").glob("*/*.md")):
+        if page.parent.name not in sites:
+            continue
+        text = page.read_text(encoding="utf-8")
+        for m in INCLUDE.finditer(text):
+            shown = (page.parent / m["path"]).resolve()
+            if shown.suffix in JOB_SUFFIXES and re.search(
+                rf"\b{re.escape(program)}\b", shown.read_text(encoding="utf-8")
+            ):
+                out[f"/{page.relative_to(DOCS).with_suffix('').as_posix()}"] = text
+    return out
+
+
+def test_how_tos_link_the_trainers_instead_of_listing_them():
+    for page in sorted((DOCS / "howto").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for m in INCLUDE.finditer(text):
+            assert Path(m["path"]).name not in TRAINER_PAGES, (
+                f"{page.relative_to(ROOT)} lists {Path(m['path']).name} whole; link its "
+                "option page and a download instead"
+            )
+
+
+@pytest.mark.parametrize("program", sorted(TRAINER_PAGES))
+def test_recipes_and_the_trainers_option_page_link_each_other(program):
+    """A recipe that runs a trainer links its generated option page and a download of it; the
+    option page lists every recipe that runs it."""
+    reference = TRAINER_PAGES[program]
+    recipes = _site_recipes_running(program)
+    assert recipes, f"no recipe runs {program}"
+    for doc, text in recipes.items():
+        assert f"{{doc}}`{reference}`" in text, f"{doc} runs {program}, does not link {reference}"
+        assert re.search(rf"\{{download\}}`[^`]*<[^>]*/{re.escape(program)}>`", text), (
+            f"{doc} runs {program} but gives no download of it"
+        )
+    listed = {m["target"] for m in DOC_LINK.finditer((DOCS / f"{reference[1:]}.md").read_text())}
+    assert set(recipes) <= listed, f"{reference} does not list {sorted(set(recipes) - listed)}"

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SITES = [p.stem for p in profile_paths()]
 
 
-def test_the_three_sites_have_profiles():
-    assert {"bede", "summit", "archer2"} <= set(SITES)
+def test_the_sites_have_profiles():
+    assert {"bede", "summit", "archer2", "frontier", "isambard-ai"} <= set(SITES)
 
 
 @pytest.mark.parametrize("name", SITES)
@@ -42,6 +42,20 @@ def test_lifecycles_match_the_sites_history():
     assert load_site("bede").is_current
     arches = {nt.arch for nt in load_site("bede").node_types.values()}
     assert {"ppc64le", "aarch64"} <= arches, "Bede has POWER9 and Grace-Hopper nodes"
+    assert load_site("summit").data["lifecycle"]["successor"].startswith("Frontier")
+    assert load_site("frontier").is_current and load_site("isambard-ai").is_current
+
+
+def test_where_summit_and_archer2_users_went_has_the_nodes_their_docs_describe():
+    """Frontier: one 64-core EPYC, 8 of whose cores the system keeps, and four MI250X seen as
+    eight GPUs; Isambard-AI: four GH200 superchips of 72 Arm cores and one H100 each."""
+    fr = load_site("frontier").partitions["batch"].node_type
+    assert (fr.arch, fr.sockets, fr.cores, fr.usable_cores) == ("x86_64", 1, 64, 56)
+    assert (fr.gpus, fr.gpu_vendor) == (8, "amd")
+    ia = load_site("isambard-ai").partitions["workq"].node_type
+    assert (ia.arch, ia.sockets, ia.cores_per_socket, ia.threads_per_core) == ("aarch64", 4, 72, 1)
+    assert (ia.gpus, ia.gpu_vendor) == (4, "nvidia")
+    assert {load_site(s).scheduler for s in ("frontier", "isambard-ai")} == {"slurm"}
 
 
 def _copy(tmp_path: Path, name: str, edit) -> Path:

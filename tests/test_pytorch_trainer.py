@@ -24,6 +24,9 @@ import pytest
 
 from clusterkit import trainlog
 
+# Some tests load the trainer as a module: its lines that run here are measured too.
+pytestmark = pytest.mark.program_lines
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
 STEPS = 10  # tiny runs made longer (TRAIN_TINY_STEPS) so that a signal has time to land

@@ -99,7 +99,9 @@ def test_every_slurm_partition_appears_with_access_from_its_profile():
         for pname, part in site.partitions.items():
             entry = parts[pname]
             node = part.node_type
-            expected = [f"--partition={pname}", f"--account={site.account['example']}"]
+            expected = [f"--partition={pname}"]
+            if site.account.get("required", True):  # else users' jobs name no account
+                expected.append(f"--account={site.account['example']}")
             if part.qos_required:
                 expected.append(f"--qos={part.qos[0]}")
             assert entry["access"] == expected, (name, pname)
@@ -161,6 +163,22 @@ def test_the_command_line_and_a_real_account(tmp_path, capsys):
     text = (tmp_path / "b" / rc.CONFIG_NAME).read_text()
     assert "'--account=bdabc12'" in text
     assert rc.main(["--out", str(tmp_path / "c"), "--account", "bede=not-a-project"]) == 1
+
+
+def test_a_site_whose_jobs_need_no_account_gets_one_only_when_given():
+    """Where users log in to a project account (account.required: false), the generated jobs
+    name no made-up account; one given with --account is passed on."""
+    sites = [s for s in all_sites() if s.scheduler == "slurm" and not s.account["required"]]
+    assert sites, "no Slurm profile with account.required: false"
+    for site in sites:
+        plain, _ = rc.system_entry(site)
+        assert all(
+            not any(o.startswith("--account") for o in p["access"]) for p in plain["partitions"]
+        ), plain["partitions"]
+        given, _ = rc.system_entry(site, account=site.account["example"])
+        assert all(
+            f"--account={site.account['example']}" in p["access"] for p in given["partitions"]
+        )
 
 
 def test_a_rehearsal_config_runs_everything_here_but_keeps_the_facts():

@@ -1,5 +1,6 @@
 """Profile features a site may use and every tool must honour: walltime limits by job size,
-core specialization, the CPU/GPU affinity map, environment set by modules, whole-machine plans.
+core specialization, the CPU/GPU affinity map, environment set by modules, whole-machine plans,
+the network a node type reaches other nodes by.
 
 Each is checked where it acts: the profile's consistency checks (file, line and rule), the
 emulator's verdict, the generated Slurm policy and modulefiles, the rendered tables.
@@ -219,3 +220,21 @@ def test_every_site_gets_substitutions_pages_can_use():
     for path in profile_paths():
         site = load_site(path.stem)
         assert keys[f"{site.name.replace('-', '_')}_title"] == site.title
+
+
+def test_a_node_types_network_reaches_pages_and_the_nodes_table():
+    """A node type's ``network`` becomes ``{{ site_partition_network }}`` and a column of the
+    nodes table; a site that records none gets no column."""
+    from clusterkit.substitutions import site_substitutions
+
+    bede = load_site("bede")
+    gh = bede.partitions["gh"].node_type.raw["network"]
+    assert "ConnectX-7" in gh and site_substitutions()["bede_gh_network"] == gh
+    headers, rows = facts_rows(bede, "nodes")
+    assert headers[-1] == "Network"
+    assert {row[0]: row[-1] for row in rows}["grace-hopper"] == gh
+    archer2 = load_site("archer2")
+    assert not any(nt.raw.get("network") for nt in archer2.node_types.values())
+    assert "Network" not in facts_rows(archer2, "nodes")[0]
+    keys = site_substitutions()
+    assert not any(k.startswith("archer2_") and k.endswith("_network") for k in keys)

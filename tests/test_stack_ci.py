@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusterkit import stack_ci
 from clusterkit import stacks as S
-from clusterkit.profiles import ROOT, Stack
+from clusterkit.profiles import ROOT, Stack, load_profile
 
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
 TWO_RANKS = "test_two_ranks_under_torchrun"  # the program's two-rank tiny run
@@ -188,6 +189,46 @@ def test_an_unsupported_stack_is_reported_and_not_run(tmp_path):
     text = "\n".join(report.lines)
     assert report.status == "skip" and "every program of its pages needs newer" in text
     assert "train_resnet.py: torch 1.7.1 is older than" in text and "stops at start-up" in text
+
+
+def _bede_with(tmp_path: Path, stack: str, **changes) -> Stack:
+    """Bede's profile with ``changes`` made to one of its stacks, loaded as CI loads it."""
+    data = yaml.safe_load((ROOT / "sites" / "bede.yaml").read_text(encoding="utf-8"))
+    data["stacks"][stack].update(changes)
+    path = tmp_path / "bede.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return load_profile(path).stacks[stack]
+
+
+def test_a_stack_fact_changed_in_the_profile_changes_what_ci_installs_and_runs(tmp_path):
+    """The profile is what the stacks session reads: a new framework version there is a new
+    environment with that version; an older one than the trainer supports is a trainer refused
+    by name, with nothing installed; today's versions are left to the tests session."""
+    key = "opence-1.11-pytorch"
+    as_recorded = stack_ci.environment_needed(_bede_with(tmp_path, key), [TRAINER], tmp_path)
+    assert as_recorded is not None and "torch==2.1.2" in as_recorded.packages
+
+    newer = {"torch": "2.2.2", "torchvision": "0.17.2", "numpy": "1.26"}
+    moved = _bede_with(tmp_path, key, frameworks=newer)
+    moved = stack_ci.environment_needed(moved, [TRAINER], tmp_path)
+    assert moved is not None
+    assert {"torch==2.2.2", "torchvision==0.17.2"} <= set(moved.packages)
+    assert "torch==2.1.2" not in moved.packages and moved.path.name != as_recorded.path.name
+
+    older = _bede_with(tmp_path, key, frameworks={"torch": "2.0.1", "torchvision": "0.15.2"})
+    assert stack_ci.environment_needed(older, [TRAINER], tmp_path) is None
+    report = stack_ci.check_stack(older, [TRAINER], envs_dir=tmp_path)
+    text = "\n".join(report.lines)
+    oldest = S.minimum_versions(TRAINER)["torch"]
+    assert report.status == "skip" and f"torch 2.0.1 is older than {oldest}" in text, text
+
+    pins = sorted(p for p in stack_ci.pinned() if p.startswith(("torch==", "torchvision==")))
+    today = {p.split("==")[0]: p.split("==")[1] for p in pins}
+    same = _bede_with(tmp_path, key, frameworks=today)
+    assert stack_ci.environment_needed(same, [TRAINER], tmp_path) is None
+    report = stack_ci.check_stack(same, [TRAINER], envs_dir=tmp_path)
+    assert "pins the same versions" in "\n".join(report.lines)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("_stack-")]  # none built
 
 
 def test_every_training_program_has_tests_registered():

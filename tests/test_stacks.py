@@ -12,7 +12,7 @@ import pytest
 from clusterkit import stacks as S
 from clusterkit.errors import CheckError
 from clusterkit.lint import stack_pages as SP
-from clusterkit.lint.pages import scan_page
+from clusterkit.lint.pages import scan_page, scan_pages
 from clusterkit.profiles import ROOT, Stack
 
 TORCH_TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
@@ -162,6 +162,21 @@ def test_job_scripts_lead_to_the_programs_they_start(tmp_path):
     assert programs == [TORCH_TRAINER, KERAS_TRAINER]  # Summit's runs a program not ours
 
 
+def test_shell_blocks_of_the_page_lead_to_the_programs_they_start(known, tmp_path):
+    """A command shown in a block (Summit's jsrun lines) runs a program as an included job
+    script does; a program named only in a comment does not."""
+    body = (
+        "```bash\n# train_resnet_keras.py is the TensorFlow twin\n"
+        "jsrun -r1 -g6 -a6 python train_resnet.py --batch-size 256\n```\n"
+    )
+    assert SP.page_programs(scan_page(page(tmp_path, "site: summit", body))) == [TORCH_TRAINER]
+    recipe = page(tmp_path, "stacks: [bede/old-torch]", "```{page-stacks}\n```\n" + body)
+    assert SP.check_page(scan_page(recipe)) == []
+    assert SP.programs_by_stack([scan_page(recipe)]) == {"bede/old-torch": [TORCH_TRAINER]}
+    (finding,) = SP.check_page(scan_page(page(tmp_path, "site: summit", body)))
+    assert finding.rule == "stack-missing" and "train_resnet.py" in finding.message
+
+
 def test_programs_by_stack_follow_the_framework(known, tmp_path):
     body = (
         "```{page-stacks}\n```\n"
@@ -216,6 +231,23 @@ def test_the_directive_says_which_stacks_the_page_uses(known, tmp_path):
     assert "torch 2.1.2, torchvision 0.16.2, numpy 1.26.4; CUDA 12.4 build" in flat
     assert "CI runs the programs with numpy==1.26.4 torch==2.1.2 torchvision==0.16.2" in flat
     assert "train_resnet.py does not run on this stack (torch 1.7.1 is older than" in flat
+
+
+def test_the_pages_say_which_of_their_stacks_a_program_cannot_run_on():
+    """Summit's page runs train_resnet.py in its jsrun lines under Open-CE 1.1.3 (PyTorch 1.7.1):
+    its stacks box says the trainer stops there, naming the version."""
+    from clusterkit.sphinxext import PageStacks
+
+    said = {}
+    for recipe in scan_pages():
+        programs = SP.page_programs(recipe)
+        for key, _ in SP.named_stacks(recipe):
+            words = " ".join(n.astext() for n in PageStacks.describe(S.find(key), programs))
+            if "does not run on this stack" in words:
+                said[(recipe.path.relative_to(ROOT).as_posix(), key)] = words
+    summit = ("docs/howto/summit/distributed-training.md", "summit/open-ce-1.1.3-py38")
+    assert summit in said, sorted(said)
+    assert "train_resnet.py does not run on this stack (torch 1.7.1 is older than" in said[summit]
 
 
 def test_an_unknown_stack_fails_the_build_at_its_front_matter_line(known, tmp_path):

@@ -27,6 +27,9 @@ import pytest
 
 from clusterkit import trainlog
 
+# Some tests load the trainer as a module: its lines that run here are measured too.
+pytestmark = pytest.mark.program_lines
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"
 ARCH = ("--arch", "MobileNet")

@@ -33,6 +33,9 @@ class Placement:
     ranks_per_node: int
     gpus: int
     partition: Partition | None = None
+    # GPUs per node the step asks for itself (srun --gpus-per-task, ...; None: none named). In a
+    # job that holds whole nodes without naming GPUs, these are the GPUs the step gets.
+    gpus_asked: int | None = None
 
 
 @dataclass

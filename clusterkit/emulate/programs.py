@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from clusterkit import contracts
+from clusterkit import contracts, stacks
 from clusterkit.emulate import torchrun
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.registry import register_command
@@ -21,6 +21,8 @@ from clusterkit.errors import Finding
 from clusterkit.profiles import Partition
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+# How a job asks for the GPUs of its nodes, by scheduler
+GPU_REQUESTS = {"slurm": "--gres=gpu:N, --gpus-per-node=N or --gpus=N", "lsf": "jsrun -g N"}
 
 
 def _on_launch_node(ctx: Context, line: int, name: str, placement: Placement | None) -> None:
@@ -41,7 +43,7 @@ def judge_python(ctx: Context, line: int, words: list[str], placement: Placement
     if args[:2] == ["-m", "torch.distributed.run"]:
         check_torchrun(ctx, line, args[2:], placement)
     elif args and args[0].endswith(".py"):
-        check_python_invocation(ctx, line, args[0], args[1:])
+        check_python_invocation(ctx, line, args[0], args[1:], placement)
 
 
 @register_command("torchrun")
@@ -67,7 +69,7 @@ def check_torchrun(ctx: Context, line: int, args: list[str], placement: Placemen
     part = (placement and placement.partition) or ctx.partition
     _check_workers(ctx, line, part, torchrun.nproc_per_node(ns, gpus), gpus)
     if script_argv and script_argv[0].endswith(".py") and not ns.module:
-        check_python_invocation(ctx, line, script_argv[0], script_argv[1:])
+        check_python_invocation(ctx, line, script_argv[0], script_argv[1:], placement)
 
 
 def _check_workers(ctx: Context, line: int, part: Partition, nproc: int | None, gpus: int) -> None:
@@ -150,8 +152,12 @@ def _contract(ctx: Context, line: int, script: str) -> contracts.Contract | None
     return found
 
 
-def check_python_invocation(ctx: Context, line: int, script: str, args: list[str]) -> None:
-    """Flags given to a Python script must exist in its argument parser."""
+def check_python_invocation(
+    ctx: Context, line: int, script: str, args: list[str], placement: Placement | None = None
+) -> None:
+    """Flags given to a Python script must exist in its argument parser; a training program
+    on GPU nodes needs GPUs of the job."""
+    check_gpu_request(ctx, line, script, args, placement)
     if os.environ.get("CLUSTERKIT_NO_CONTRACTS"):
         return
     contract = _contract(ctx, line, script)
@@ -163,3 +169,46 @@ def check_python_invocation(ctx: Context, line: int, script: str, args: list[str
     ctx.report.plan.setdefault("scripts_checked", []).append(
         {"line": line, "script": script, "contract": contract.source or contract.name}
     )
+
+
+def check_gpu_request(
+    ctx: Context, line: int, script: str, args: list[str], placement: Placement | None
+) -> None:
+    """A training program of this project started on GPU nodes in a job (or step) that holds
+    none of their GPUs cannot see them: with ``--device auto`` it would train on the CPU without
+    a word, with ``--device cuda``/``gpu`` it stops. Only ``--device cpu`` asks for that. A job
+    holds GPUs by asking for them; a step of a whole-node job (Frontier's) gets those it asks
+    for itself."""
+    part = (placement and placement.partition) or ctx.partition
+    gpus = placement.gpus if placement else ctx.gpus_per_node
+    node = part.node_type
+    if not node.gpus or gpus or (placement and placement.gpus_asked):
+        return
+    target = resolve_script(script, ctx.path)
+    if target is None or not target.is_relative_to(ROOT / "examples"):
+        return
+    if not stacks.frameworks_of(target):
+        return  # not a training program
+    device = _option_value(args, "--device") or "auto"
+    if device == "cpu":
+        return
+    outcome = "trains on the CPU" if device == "auto" else "stops at start-up"
+    ask = GPU_REQUESTS.get(ctx.site.scheduler, "the scheduler's GPU request")
+    ctx.add(
+        line,
+        "gpu-not-requested",
+        f"{Path(script).name} runs on {part.name} nodes ({node.gpus} x {node.gpu_model} each), "
+        f"but the job holds none of their GPUs, so with --device {device} it {outcome}: ask "
+        f"for them ({ask}), or pass --device cpu",
+    )
+
+
+def _option_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``), the last one given."""
+    value = None
+    for i, word in enumerate(args):
+        if word == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+    return value

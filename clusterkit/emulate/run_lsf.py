@@ -83,6 +83,15 @@ def bsub(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 255
+        try:  # the spooled copy of the script goes once the job has run, as LSF's does
+            return _submit(site, script, opts, command, dry)
+        finally:
+            script.unlink(missing_ok=True)
+    return _submit(site, script, opts, command, dry)
+
+
+def _submit(site: Site, script: Path | None, opts: list[str], command: list[str], dry: bool) -> int:
+    """Judge the job, then print its plan (dry run) or run it here."""
     if script is not None:
         report = check_lsf_script(script, site, opts)
     else:

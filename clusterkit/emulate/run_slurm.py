@@ -27,7 +27,10 @@ from clusterkit.emulate import srun as srun_judge
 from clusterkit.emulate.report import with_ranks
 from clusterkit.emulate.runtime import (
     ALLOC_VAR,
+    cores_here,
     current_site,
+    fit_threads,
+    keeps_threads,
     max_ranks,
     note,
     run_node_names,
@@ -111,6 +114,7 @@ def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str],
         tasks_per_node_given="SLURM_NTASKS_PER_NODE" in plan["job_env"],
     )
     env.update(job_env)
+    fit_threads(env, run_nodes * run_tpn)
     env[ALLOC_VAR] = json.dumps(
         {
             "site": site.name,
@@ -128,11 +132,12 @@ def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
     job_id = int(os.environ.get("CLUSTERKIT_JOB_ID", "1000"))
     env, run_nodes, run_tpn = allocation_env(site, plan, job_id)
     out_name = _output_name(report, job_id, plan)
+    threads = "" if keeps_threads() else f", thread counts fitted to {cores_here()} core(s)"
     note(
         "sbatch",
         f"site {site.name}: job {job_id} runs here now, scaled down from "
         f"{plan['nodes']} node(s) x {plan['tasks_per_node']} task(s) to {run_nodes} x "
-        f"{run_tpn}; output in {out_name}",
+        f"{run_tpn}{threads}; output in {out_name}",
     )
     print(f"Submitted batch job {job_id}", flush=True)
     open(out_name, "w").close()
@@ -263,6 +268,7 @@ def _start_ranks(steps: list, alloc: dict, env: dict[str, str], label: bool) -> 
             )
             if len(steps) > 1:
                 renv.update(SLURM_PROCID=str(first + local), SLURM_NTASKS=str(total))
+            fit_threads(renv, total)
             procs.append(_spawn(step.command, renv, f"{first + local}: " if label else ""))
         first += ntasks
     return procs

@@ -53,6 +53,34 @@ def max_ranks() -> int:
     return max(1, int(os.environ.get("CLUSTERKIT_MAX_RANKS", "2")))
 
 
+def cores_here() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def keeps_threads() -> bool:
+    return os.environ.get("CLUSTERKIT_KEEP_THREADS") == "1"
+
+
+def fit_threads(env: dict[str, str], ranks: int) -> dict[str, str]:
+    """``env`` with its thread counts fitted to this machine, for one of ``ranks`` processes
+    running here. A scaled-down run keeps the shape of the job but not the cores of its nodes:
+    sixteen threads a rank on two cores spend their time waiting for each other. A value of
+    ``OMP_NUM_THREADS`` or ``SLURM_CPUS_PER_TASK`` above the cores each rank has here is
+    lowered to that share (the job was judged with the values it asked for);
+    ``CLUSTERKIT_KEEP_THREADS=1`` keeps the values as asked."""
+    if keeps_threads():
+        return env
+    share = max(1, cores_here() // max(1, ranks))
+    for var in ("OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"):
+        value = env.get(var, "")
+        if value.isdigit() and int(value) > share:
+            env[var] = str(share)
+    return env
+
+
 def run_node_names(count: int) -> list[str]:
     """Logical node names for a local run; every one resolves to this machine."""
     names = ["localhost"] + [f"127.0.0.{i}" for i in range(2, count + 1)]
@@ -125,7 +153,11 @@ def run_ranks(command: list[str], envs: list[dict[str, str]], prefixes: list[str
     for env, prefix in zip(envs, prefixes, strict=True):
         try:
             proc = subprocess.Popen(
-                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                command,
+                env=fit_threads(dict(env), len(envs)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
         except OSError as exc:
             print(f"{command[0]}: {exc.strerror}", file=sys.stderr)

@@ -27,6 +27,8 @@ from clusterkit.emulate.script import expand_fields, not_evaluable
 from clusterkit.emulate.slurm import Shape
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
+    count_with_type,
+    gres_gpus,
     node_range,
     option_message,
     positive_int,
@@ -47,6 +49,7 @@ class Step:
     command: list[str]
     het_group: int = 0
     first_node: int = 0  # index in the allocation of the step's first node
+    gpus_asked: int | None = None  # per node, by the step's own GPU options (None: none given)
 
 
 def step_request(
@@ -201,7 +204,28 @@ def _one_step(
     _check_gpus(judge, shape, tpn, command)
     if not command:
         judge.bad("step-command", "srun: fatal: No command given to execute.")
-    return Step(judge.line, nodes, ntasks, tpn, cpt or 1, command)
+    step = Step(judge.line, nodes, ntasks, tpn, cpt or 1, command)
+    step.gpus_asked = _gpus_asked(opts, nodes, tpn)
+    return step
+
+
+def _gpus_asked(opts: dict[str, list], nodes: int, tpn: int) -> int | None:
+    """GPUs per node the step asks for itself (--gres=gpu, --gpus-per-node, --gpus-per-task,
+    --gpus), or None when it names none; values not evaluable here count as none."""
+    readers = {
+        "gres": lambda t: gres_gpus(t)[1],
+        "gpus_per_node": lambda t: count_with_type(t, "--gpus-per-node")[1],
+        "gpus_per_task": lambda t: count_with_type(t, "--gpus-per-task")[1] * tpn,
+        "gpus": lambda t: math.ceil(count_with_type(t, "--gpus")[1] / max(nodes, 1)),
+    }
+    asked = None
+    for dest, read in readers.items():
+        for text in opts.get(dest) or []:
+            try:
+                asked = max(asked or 0, read(str(text)))
+            except (SlurmValueError, ValueError):
+                continue  # judged (or reported not evaluable) with the step's other options
+    return asked
 
 
 def _shape_of_step(
@@ -292,7 +316,9 @@ def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement |
         add_step(
             ctx.report, step_plan(ctx, step, nodes), _rank_writer(ctx.step_id, step, nodes, shape)
         )
-        where = Placement("srun", step.tasks_per_node, shape.gpus_per_node, shape.partition)
+        where = Placement(
+            "srun", step.tasks_per_node, shape.gpus_per_node, shape.partition, step.gpus_asked
+        )
         ctx.judge(line, step.command, where)
     ctx.step_id += 1 if steps else 0
 

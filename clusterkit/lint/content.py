@@ -9,7 +9,9 @@
 * ``unpinned-install`` / ``unpinned-image``: installs and images name their versions
   (:mod:`~clusterkit.lint.pins`);
 * ``binding-workers``: no rank is bound to fewer cores than the loader workers it starts
-  (:mod:`~clusterkit.lint.binding`).
+  (:mod:`~clusterkit.lint.binding`);
+* ``script-env-unknown`` / ``script-env-arch``: job scripts activate environments the pages
+  create, from directories of their nodes' architecture (:mod:`~clusterkit.lint.script_envs`).
 
 Each finding names file, line and rule.
 """
@@ -21,7 +23,7 @@ import sys
 from pathlib import Path
 
 from clusterkit.errors import Finding
-from clusterkit.lint import binding, cited_headings, option_units, pins
+from clusterkit.lint import binding, cited_headings, option_units, pins, script_envs
 from clusterkit.profiles import ROOT
 
 CHECKS = {
@@ -29,6 +31,7 @@ CHECKS = {
     "cited-heading": cited_headings.lint_all,
     "pins": pins.lint_all,
     "binding-workers": binding.lint_all,
+    "script-envs": script_envs.lint_all,
 }
 
 

@@ -417,8 +417,8 @@ def line_report(data_dir: Path, reasons: Path = LR.REASONS) -> tuple[LineReport,
     problems += [f"[copy-differs] {p}" for p in measurement.problems]
     if measurement.data_files == 0:
         problems.append(
-            f"{data_dir}: [lines-unmeasured] no coverage data: was "
-            "COVERAGE_PROCESS_START set, and coverage.py 7.10+ installed?"
+            f"{data_dir}: [lines-unmeasured] no coverage data: was CLUSTERKIT_LINES set "
+            "and the hook installed (python -m clusterkit.program_lines start DIR)?"
         )
     return LineReport(measurement, LR.runs(measurement, entries)), problems
 
@@ -429,8 +429,9 @@ def program_lines_section(report: LineReport) -> list[str]:
         "## Example programs, line by line",
         "",
         "Every Python program under examples/, measured by coverage.py in each process the "
-        "tests start: pytest itself, the programs, torchrun's workers, the ranks of the "
-        "emulated srun and of mpirun, TensorFlow's workers and Horovod's ranks. Each line "
+        "tests start that runs one: the programs, torchrun's workers, the ranks of the "
+        "emulated srun and of mpirun, TensorFlow's workers, Horovod's ranks, and the tests "
+        "that load a program in their own process. Each line "
         "that ran in none of them gives its reason from tests/coverage-reasons.yaml; CI fails "
         f"on a line with no reason, on a reason whose lines all ran, and on a program below "
         f"{LR.MIN_PERCENT:.0f} % of its statements, except for the programs whose reasons are "

@@ -17,7 +17,8 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
 * ``inventories``: every ``module`` command names a module its site lists;
 * ``coverage``: every code block of the pages has a route to a test, or a reason (static);
 * ``content``: what pages and comments say against the trainers' help, cited headings, pinned
-  installs and images, rank bindings against loader workers (:mod:`clusterkit.lint.content`);
+  installs and images, rank bindings against loader workers, job scripts' environments against
+  the pages that create them (:mod:`clusterkit.lint.content`);
 * ``stacks``: every software stack a page names (front matter ``stacks:``) is in a profile, the
   page shows it (``{page-stacks}``), and every page that runs a training program names one;
 * ``shellcheck``: every shell example and every shell block of the pages;

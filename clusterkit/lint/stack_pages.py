@@ -53,18 +53,21 @@ def training_programs() -> dict[str, Path]:
 
 
 def page_programs(page: Page) -> list[Path]:
-    """The training programs a reader of the page runs: included ones, and those the page's
-    included job scripts start (job scripts name them by file name)."""
+    """The training programs a reader of the page runs: included ones, and those that the
+    page's included job scripts and its shell blocks start (they name them by file name)."""
     programs = training_programs()
     out: list[Path] = []
     for block in page.blocks:
         path = block.include_path()
-        if path is None or not path.is_file():
+        if path is None and block.is_shell and not block.is_include:
+            names = [m["name"] for m in _PROGRAM_WORD.finditer(_commands(block.text))]
+        elif path is None or not path.is_file():
             continue
-        if path.suffix == ".py":
+        elif path.suffix == ".py":
             names = [path.name]
         elif file_kind(path, path.read_text(encoding="utf-8", errors="replace")) == "shell":
-            names = [m["name"] for m in _PROGRAM_WORD.finditer(_commands(path))]
+            text = path.read_text(encoding="utf-8", errors="replace")
+            names = [m["name"] for m in _PROGRAM_WORD.finditer(_commands(text))]
         else:
             names = []
         for name in names:
@@ -73,10 +76,9 @@ def page_programs(page: Page) -> list[Path]:
     return out
 
 
-def _commands(path: Path) -> str:
-    """A shell file's text without its comment lines (which may name other programs)."""
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+def _commands(text: str) -> str:
+    """Shell text without its comment lines (which may name other programs)."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
 def programs_by_stack(pages: list[Page] | None = None) -> dict[str, list[Path]]:

@@ -24,6 +24,9 @@ from horovod_runs import (
     steps_of_rank,
 )
 
+# tests that load the twin into this process measure its lines (clusterkit/lines_hook.py)
+pytestmark = pytest.mark.program_lines
+
 require_horovod()  # TensorFlow is imported by the tests that need it: collecting is quick
 
 PROGRAM = ROOT / "examples" / "tensorflow" / "train_resnet_keras_hvd.py"

@@ -24,6 +24,9 @@ from horovod_runs import (
     steps_of_rank,
 )
 
+# tests that load the twin into this process measure its lines (clusterkit/lines_hook.py)
+pytestmark = pytest.mark.program_lines
+
 require_horovod()
 import horovod.torch as hvd  # noqa: E402  (after the skip: where Horovod is missing)
 import torch  # noqa: E402
