@@ -49,6 +49,9 @@ BUILD_ENV = {
     "HOROVOD_WITHOUT_MPI": "1",  # horovodrun --gloo starts the ranks
     "HOROVOD_WITH_GLOO": "1",
     "HOROVOD_BUILD_CUDA_CC_LIST": GPU_ARCHITECTURES,
+    # unoptimised (-O0 -g): built without CUDA on 2 idle cores (2026-11-24) in 305 s, against
+    # 393 s with Horovod's default -O3 -g; the tests run on CPUs and on tiny tensors
+    "HOROVOD_DEBUG": "1",
 }
 
 
