@@ -31,7 +31,10 @@ def _output(tmp_path: Path) -> str:
 
 def test_slice_runs_as_a_two_rank_ddp_job(emulated_env, tmp_path):
     job = _job_dir(tmp_path)
-    env = dict(emulated_env, CLUSTERKIT_SITE="bede", TRAIN_TINY_STEPS="2")
+    # ResNet-18 for the tiny run: the launch and the world are tested (see test_examples_run.py)
+    env = dict(
+        emulated_env, CLUSTERKIT_SITE="bede", TRAIN_TINY_STEPS="2", TRAIN_TINY_ARCH="resnet18"
+    )
     r = subprocess.run(
         ["sbatch", SLICE.name], cwd=job, env=env, capture_output=True, text=True, timeout=300
     )
@@ -52,6 +55,7 @@ def test_slice_checkpoints_and_requeues_on_usr1(emulated_env, tmp_path):
     """USR1 before the time limit: workers checkpoint, the script requeues the job."""
     job = _job_dir(tmp_path)
     env = dict(emulated_env, CLUSTERKIT_SITE="bede", TRAIN_TINY="1", TRAIN_TINY_STEPS="400")
+    env["TRAIN_TINY_ARCH"] = "resnet18"
     proc = subprocess.Popen(
         ["sbatch", SLICE.name],
         cwd=job,

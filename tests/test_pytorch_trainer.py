@@ -1053,3 +1053,14 @@ def test_help_documents_tiny_the_learning_rate_rule_and_the_log_format(trainer):
     assert trainlog.parse_line(
         "[train] rank=0/2 epoch=0 step=20 loss=6.912345 lr=0.100000 img_s=123.4"
     )
+
+
+def test_tiny_arch_replaces_only_the_default_model(trainer, bare_env, capsys):
+    bare_env.delenv("TRAIN_TINY", raising=False)
+    bare_env.setenv("TRAIN_TINY_ARCH", "resnet18")
+    assert trainer.parse_args(["--tiny"]).arch == "resnet18"
+    assert trainer.parse_args(["--tiny", "--arch", "resnet34"]).arch == "resnet34"
+    assert trainer.parse_args([]).arch == "resnet50"  # not a tiny run
+    bare_env.setenv("TRAIN_TINY_ARCH", "resnet5000")
+    code, line = one_line_error(trainer, capsys, ["--tiny"])
+    assert code == 2 and "TRAIN_TINY_ARCH=resnet5000: not a torchvision model" in line

@@ -741,3 +741,14 @@ def test_a_deterministic_run_on_fewer_images_than_one_batch_stops(tmp_path):
     assert code == 1, out + err
     assert err.strip().splitlines()[-1] == "error: 1 images are fewer than one global batch (4)"
     assert "Traceback" not in err and not (tmp_path / "checkpoints").exists()
+
+
+def test_tiny_arch_replaces_only_the_default_model(trainer, bare_env, capsys):
+    bare_env.delenv("TRAIN_TINY", raising=False)
+    bare_env.setenv("TRAIN_TINY_ARCH", "MobileNet")
+    assert trainer.parse_args(["--tiny"]).arch == "MobileNet"
+    assert trainer.parse_args(["--tiny", "--arch", "ResNet101"]).arch == "ResNet101"
+    assert trainer.parse_args([]).arch == "ResNet50"  # not a tiny run
+    bare_env.setenv("TRAIN_TINY_ARCH", "ResNet5000")
+    code, line = error_line(lambda: trainer.parse_args(["--tiny"]), capsys)
+    assert code == 2 and "TRAIN_TINY_ARCH=ResNet5000: not a keras.applications model" in line

@@ -83,7 +83,9 @@ devices:
 
 --tiny / TRAIN_TINY=1:
   image-size 32, batch-size 4, steps 6, steps-per-epoch 3, workers 0; log-every 2 and
-  checkpoint-every 3 unless given. TRAIN_TINY_STEPS=N makes a tiny run N steps long.
+  checkpoint-every 3 unless given. TRAIN_TINY_STEPS=N makes a tiny run N steps long, and
+  TRAIN_TINY_ARCH=NAME makes it build NAME (resnet18, say) unless --arch is given: a quicker
+  check of a job's launch, data and checkpoints.
 """
 
 
@@ -251,6 +253,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                 setattr(args, key, value)
         if os.environ.get("TRAIN_TINY_STEPS", "").isdigit():
             args.steps = int(os.environ["TRAIN_TINY_STEPS"])
+        if os.environ.get("TRAIN_TINY_ARCH") and args.arch == parser.get_default("arch"):
+            args.arch = os.environ["TRAIN_TINY_ARCH"]
+            if args.arch not in torchvision.models.list_models(module=torchvision.models):
+                parser.error(f"TRAIN_TINY_ARCH={args.arch}: not a torchvision model")
     for name in ("batch_size", "image_size", "epochs", "log_every", "checkpoint_every", "keep"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")

@@ -194,8 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="CI setting: "
         + ", ".join(f"{k}={v}" for k, v in TINY.items())
-        + "; the environment variable TRAIN_TINY=1 does the same (and TRAIN_TINY_STEPS=N "
-        "sets the number of steps)",
+        + "; the environment variable TRAIN_TINY=1 does the same (TRAIN_TINY_STEPS=N sets "
+        "the number of steps, TRAIN_TINY_ARCH=NAME the model where --arch is not given: a "
+        "quicker check of a job's launch, data and checkpoints)",
     )
     return p
 
@@ -221,6 +222,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                 setattr(args, key, value)
         if os.environ.get("TRAIN_TINY_STEPS"):
             args.steps = int(os.environ["TRAIN_TINY_STEPS"])
+        if os.environ.get("TRAIN_TINY_ARCH") and args.arch == parser.get_default("arch"):
+            args.arch = os.environ["TRAIN_TINY_ARCH"]
+            if args.arch not in keras_models():
+                parser.error(f"TRAIN_TINY_ARCH={args.arch}: not a keras.applications model")
     args.tiny = args.tiny or os.environ.get("TRAIN_TINY") == "1"
     for name in ("batch_size", "image_size", "log_every", "checkpoint_every", "keep"):
         if getattr(args, name) < 1:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train a Keras ResNet50 with Horovod (horovod.tensorflow), one process per GPU.
+"""Train a Keras ResNet50 (or --arch) with Horovod (horovod.tensorflow), one process per GPU.
 
     horovodrun -np 4 python train_resnet_keras_hvd.py   # or srun / mpirun / jsrun: a task per GPU
 
@@ -38,6 +38,13 @@ GPU_JOB_VARIABLES = ("SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--arch",
+        default="ResNet50",
+        choices=sorted(n for n in dir(tf.keras.applications) if n[:1].isupper()),
+        metavar="NAME",
+        help="a keras.applications model (as train_resnet_keras.py)",
+    )
     p.add_argument("--num-classes", type=int, default=1000)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--batch-size", type=int, default=64, help="images per GPU (per rank)")
@@ -125,7 +132,7 @@ def main() -> int:
         tf.config.set_visible_devices(gpu, "GPU")
         tf.config.experimental.set_memory_growth(gpu, True)
 
-    model = tf.keras.applications.ResNet50(
+    model = getattr(tf.keras.applications, args.arch)(
         weights=None,
         input_shape=(args.image_size, args.image_size, 3),
         classes=args.num_classes,
