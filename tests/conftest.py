@@ -44,8 +44,11 @@ STACK = os.environ.get("CLUSTERKIT_STACK")
 def pytest_configure(config):
     """Triton (PyTorch's compiler, which importing torchvision loads) crashes a process that has
     loaded TensorFlow before it (Segmentation fault; TensorFlow 2.21, PyTorch 2.14). A test
-    process runs in-process tests of both frameworks in any order: load Triton first."""
-    if importlib.util.find_spec("triton") is not None:
+    process runs in-process tests of both frameworks in any order: load Triton first. Only
+    where both frameworks are installed: a stack's environment has one, and there the Triton
+    of an older PyTorch may not even import (Triton 2.1 wants setuptools, PyTorch 2.1.2)."""
+    both = all(importlib.util.find_spec(name) for name in ("tensorflow", "torch", "triton"))
+    if both:
         import triton  # noqa: F401
 
 
@@ -72,6 +75,17 @@ def _one_job_script_at_a_time(request):
     from filelock import FileLock  # here: the stack environments run none of these files
 
     with FileLock(FIXED_PORT_LOCK):
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _program_lines_in_module(request):
+    """A test file marked program_lines as a whole is measured from its first fixture to its
+    last test: its module-scoped fixtures (one run shared by several tests) run programs too."""
+    if request.node.get_closest_marker("program_lines") is None:
+        yield
+        return
+    with lines_hook.measured():
         yield
 
 

@@ -83,3 +83,42 @@ def test_repeats_alternate_and_the_best_of_each_side_is_the_figure(tmp_path, cap
     assert out["img_s"] == {"train_resnet.py": 5.0, "plain loop": 12.0}
     assert out["ratio"] == round(5.0 / 12.0, 3)
     assert out["all_runs_img_s"]["trainer"] == [3.0, 5.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("framework", "extra"),
+    [
+        ("pytorch", ["--arch", "resnet18", "--loaders", "cpu", "gpu-decode"]),
+        ("tensorflow", ["--no-train"]),  # its training from a folder: test_tensorflow_trainer
+    ],
+)
+def test_the_input_pipeline_benchmark_prints_a_record(framework, extra, jpeg_folder, tmp_path):
+    out = tmp_path / "record.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_data.py"),
+            *("--framework", framework, "--data-dir", str(jpeg_folder)),
+            *("--workers", "0", "1", "--batch-size", "4", "--image-size", "32"),
+            *("--batches", "2", "--warmup", "1", "--train-steps", "2", "--repeats", "1"),
+            *extra,
+            *("--output", str(out)),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == f"{framework}-input-pipeline"
+    rates = record["loader_alone_img_s"]
+    assert set(rates) == {"cpu workers=0", "cpu workers=1"} and all(v > 0 for v in rates.values())
+    if framework == "pytorch":  # no GPU here: the GPU decoder is listed with its reason
+        assert "has none" in record["loaders_not_run"]["gpu-decode"]
+        assert set(record["trainer_img_s"]) == {"synthetic", "folder"}
+        ratio = record["trainer_img_s"]["folder"] / record["trainer_img_s"]["synthetic"]
+        assert record["folder_to_synthetic"] == pytest.approx(ratio, abs=0.01)
+        assert "--data-dir" in record["trainer_commands"]["folder"]
+    else:
+        assert "trainer_img_s" not in record
