@@ -255,6 +255,73 @@ def test_two_ranks_under_torchrun(tmp_path):
     assert all(0 <= e.fields["top1"] <= e.fields["top5"] <= 1 for e in evals)
 
 
+# Each rank gathers states into rank 0 with the trainer's gather_states, then ends the process
+# group as the trainer's last lines do (barrier, destroy, the DDP model's last reference goes).
+GATHER_THEN_END = r"""
+import importlib.util, sys, torch, torch.distributed as dist
+spec = importlib.util.spec_from_file_location("trainer", sys.argv[1])
+trainer = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(trainer)
+
+
+def one_group(i):
+    group = dist.new_group(backend="gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8), process_group=group)
+    model(torch.ones(2, 8)).sum().backward()
+    state = torch.get_rng_state()
+    got = trainer.gather_states((rank, i, state), rank, world, group)
+    dist.barrier(group=group)  # nothing between the gather and the end, as in the trainer
+    dist.destroy_process_group(group)
+    return got, state  # the group's last references (group, model) go as the function returns
+
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+for i in range(int(sys.argv[2])):
+    got, state = one_group(i)
+    if rank == 0:
+        assert [g[:2] for g in got] == [(r, i) for r in range(world)], got
+        assert torch.equal(got[0][2], state)
+    else:
+        assert got is None, got
+print(f"rank {rank}: {i + 1} process groups ended", flush=True)
+"""
+
+
+@pytest.mark.stack
+def test_process_groups_end_after_gathering_states(tmp_path):
+    """The checkpoint's collective leaves nothing that deadlocks gloo's teardown. With
+    dist.gather_object in gather_states' place, this program hung in 3 of 3 tries under torch
+    2.5.0 (2026-11-27, 2 cores); the stacks session runs it under each stack's PyTorch."""
+    port, groups = free_port(), 60
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", GATHER_THEN_END, str(TRAINER), str(groups)],
+            cwd=tmp_path,
+            env=clean_env(
+                RANK=str(rank),
+                WORLD_SIZE="2",
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+                OMP_NUM_THREADS="1",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    except subprocess.TimeoutExpired:
+        for proc in procs:
+            proc.kill()
+        pytest.fail("a rank hung ending its process groups (gloo teardown deadlock)")
+    for rank, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
+        assert proc.returncode == 0, out
+        assert f"rank {rank}: {groups} process groups ended" in out
+
+
 def two_ranks_by_hand(cwd: Path, steps: int) -> list[subprocess.Popen]:
     """Two ranks started as srun starts them, each with its SLURM_PROCID."""
     port = free_port()
