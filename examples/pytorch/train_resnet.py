@@ -506,6 +506,7 @@ def setup(args):
         # Small CPU-side agreements (stop flag, checkpoint choice) go over gloo, so that they
         # never wait for the GPU.
         control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+        _GROUPS.extend([dist.group.WORLD, control])  # dropped last, by run(): see _GROUPS
     about = (
         f"{args.arch}: {world} rank(s) ({launcher}), device {device.type}, "
         f"backend {backend if world > 1 else '-'}, batch {args.batch_size} per rank, "
@@ -964,18 +965,25 @@ def set_rng_state(state: dict, device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-# The tensors of the last gather_states call: see its docstring.
+# Ending gloo process groups without a deadlock. A group's worker thread frees each collective
+# after it ran; freeing a tensor made in Python can need the interpreter lock. When the main
+# thread destroys the group while holding that lock, as it does when the DDP model that holds
+# the group goes, each waits for the other. Seen here with two ranks on the CPU (2026-11-27):
+# under torch 2.5.0 the end of a run hung after its summary in 2 of 21 runs. Two measures, each
+# needed by some versions: gather_states keeps the tensors of its collectives until its next
+# call (2.5.0 hung without it), and the groups are held here until run() drops them after
+# main() returned, so that a group goes with Python's handle on it, which lets the lock go
+# (2.10.0 hung without it; a test ends 60 groups under each stack's PyTorch).
 _GATHERED: list[torch.Tensor] = []
+_GROUPS: list = []
 
 
 def gather_states(state, rank: int, world: int, group) -> list | None:
     """Collective: every rank's picklable ``state``, in rank order, at rank 0 (None elsewhere).
 
     What dist.gather_object does, written out so that the tensors handed to gloo stay referenced
-    here until the next call. When a finished collective's tensors lose their last Python
-    reference while the process group is being destroyed, gloo in PyTorch before 2.8 can
-    deadlock: two-rank CPU runs under torch 2.5.0 hung after their summary in 2 of 21 runs with
-    dist.gather_object here, and in none of 30 with this function.
+    (in _GATHERED) until the next call: see _GROUPS. Two-rank CPU runs under torch 2.5.0 hung
+    after their summary in 2 of 21 runs with dist.gather_object here, in none of 30 with this.
     """
     data = torch.frombuffer(bytearray(pickle.dumps(state)), dtype=torch.uint8)
     size = torch.tensor([data.numel()], dtype=torch.int64)
@@ -1317,6 +1325,8 @@ def run(argv=None) -> int:
         print("error: out of GPU memory: lower --batch-size", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         return 130
+    finally:
+        _GROUPS.clear()  # after main()'s model is gone: see _GROUPS
     return 1
 
 
