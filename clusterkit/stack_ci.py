@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -189,7 +189,7 @@ def run_tests(
 ) -> TestRun:
     """Run the `stack` tests of ``programs`` with ``python``; ``select`` is pytest's ``-k``."""
     result = TestRun()
-    start, cpu = time.perf_counter(), _children_cpu()
+    start = time.perf_counter()
     missing = _missing_modules(python, programs)
     by_file: dict[str, list[str]] = {}
     for program in programs:
@@ -202,20 +202,16 @@ def run_tests(
             by_file.setdefault(TESTS[rel], []).append(rel)
     for test_file, rels in by_file.items():
         result.ran += rels
-        passed, failures = _pytest(stack_key, python, test_file, extra_env, select, timeout)
+        passed, failures, cpu = _pytest(stack_key, python, test_file, extra_env, select, timeout)
         result.passed += passed
+        result.cpu_seconds += cpu
         result.failures += [Failure(" and ".join(rels), t, r) for t, r in failures]
     result.seconds = time.perf_counter() - start
-    result.cpu_seconds = _children_cpu() - cpu
     return result
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _pytest(stack_key, python, test_file, extra_env, select, timeout):
+    """(tests passed, [(test, reason)], CPU seconds of pytest and the processes it waited for)."""
     env = dict(os.environ, CLUSTERKIT_STACK=stack_key, **(extra_env or {}))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT)) if p)
     with tempfile.TemporaryDirectory(prefix="stack-ci-") as tmp:
@@ -223,15 +219,36 @@ def _pytest(stack_key, python, test_file, extra_env, select, timeout):
         cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q"]
         cmd += [f"--junitxml={report}", "-o", "junit_logging=no", test_file]
         cmd += ["-k", select] if select else []
-        try:
-            r = subprocess.run(
-                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-            )
-        except subprocess.TimeoutExpired:
-            return 0, [(test_file, f"timed out after {timeout} s")]
+        finished, output, cpu = run_measured(cmd, ROOT, env, timeout, Path(tmp) / "output")
+        if not finished:
+            return 0, [(test_file, f"timed out after {timeout} s")], cpu
         if not report.is_file():
-            return 0, [(test_file, reason_of(r.stdout + r.stderr))]
-        return _junit(report.read_text(), r.stdout + r.stderr)
+            return 0, [(test_file, reason_of(output))], cpu
+        return (*_junit(report.read_text(), output), cpu)
+
+
+def run_measured(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path
+) -> tuple[bool, str, float]:
+    """Run ``cmd`` with its output in ``log``: (finished within ``timeout``, its output, the CPU
+    seconds of it and of the processes it waited for). The CPU time is the process's own (from
+    wait4), so runs of several stacks at once do not count each other's."""
+    with open(log, "w+b") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, _, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                _, _, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.2)
+        proc.returncode = 0  # reaped here: Popen must not wait for it again
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    return pid != 0, text, usage.ru_utime + usage.ru_stime
 
 
 def _junit(xml: str, output: str) -> tuple[int, list[tuple[str, str]]]:
@@ -309,13 +326,14 @@ def check_stack(
     envs_dir: Path = ENVS_DIR,
     select: str | None = None,
     built: Future | None = None,
-    earlier: dict[tuple, tuple[str, TestRun]] | None = None,
+    earlier: SharedRuns | None = None,
+    built_by_another: bool = False,
 ) -> StackReport:
     """Build or reuse the stack's environment and run its programs' tests there. ``programs``:
     those of the pages that name the stack (None: no page names it); ``select``: pytest's
     ``-k``, to run fewer tests; ``built``: a build of its environment already under way
-    (its result: (problem, seconds)); ``earlier``: runs of this session by (environment,
-    programs, select), each with its stack: an identical run is not repeated, its result stands."""
+    (its result: (problem, seconds)), which ``built_by_another`` stack of this session started;
+    ``earlier``: the runs of this session: an identical run is not repeated, its result stands."""
     report = StackReport(stack)
     named = programs is not None
     programs = programs or []
@@ -364,7 +382,8 @@ def check_stack(
                 "`ci: {skip: <reason>}` or `ci: {pip: [...]}` in its profile",
             )
             return report
-        report.say("environment", f"{_rel(env.path)} (built in {took:.0f} s)")
+        how = "for another stack of this run" if built_by_another else f"in {took:.0f} s"
+        report.say("environment", f"{_rel(env.path)} (built {how})")
     versions = env.describe()
     python = versions.pop("python", "?")
     same = python.startswith(stack.python + ".")
@@ -372,13 +391,12 @@ def check_stack(
     report.say("interpreter", f"{_rel(env.python)}, Python {python} ({note})")
     report.say("installed", ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     key = (env.path, tuple(programs), select)
-    if earlier is not None and key in earlier:
-        first, run = earlier[key]
+    earlier = earlier if earlier is not None else SharedRuns()
+    first, run = earlier.run_once(
+        key, stack.key, lambda: run_tests(stack.key, env.python, programs, select=select)
+    )
+    if first != stack.key:
         report.say("same run", f"as {first}: the same environment and programs, so its tests stand")
-    else:
-        run = run_tests(stack.key, env.python, programs, select=select)
-        if earlier is not None:
-            earlier[key] = (stack.key, run)
     for rel in run.ran:
         report.say("ran", f"{rel} (the tests of {TESTS[rel]} marked stack)")
     for rel, why in run.not_run.items():
@@ -394,6 +412,29 @@ def check_stack(
         f"{len(run.failures)} failed in {run.seconds:.0f} s (CPU time {run.cpu_seconds:.0f} s)",
     )
     return report
+
+
+class SharedRuns:
+    """The test runs of this session by (environment, programs, select). The first stack to
+    need a run makes it; a stack that needs the same run, even while it is under way in another
+    thread, takes its result: ``run_once`` returns (the stack that ran it, the run)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[tuple, tuple[str, Future]] = {}
+
+    def run_once(self, key: tuple, stack_key: str, start) -> tuple[str, TestRun]:
+        with self._lock:
+            first, done = self._runs.setdefault(key, (stack_key, Future()))
+        if first != stack_key:
+            return first, done.result()
+        try:
+            run = start()
+        except BaseException as exc:
+            done.set_exception(exc)
+            raise
+        done.set_result(run)
+        return first, run
 
 
 def timed_build(env: Environment) -> tuple[str, float]:
@@ -415,7 +456,17 @@ def start_builds(pool: ThreadPoolExecutor, envs: list[Environment]) -> dict[Path
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", metavar="SITE/NAME", help="check only these")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        metavar="N",
+        help="stacks tested at once (default: 2, or 1 on one core); each run of a stack's "
+        "tests keeps about one core busy",
+    )
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error("--jobs wants 1 or more")
     start = time.perf_counter()
     stacks = S.all_stacks()
     unknown = sorted(set(args.only or ()) - set(stacks))
@@ -429,16 +480,23 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [(k, s) for k, s in sorted(stacks.items()) if not args.only or k in args.only]
     needed = {k: environment_needed(s, programs.get(k)) for k, s in chosen}
     reports = []
-    earlier: dict[tuple, tuple[str, TestRun]] = {}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        builds = start_builds(pool, [e for e in needed.values() if e])
+    earlier = SharedRuns()
+    with ThreadPoolExecutor(max_workers=1) as builder, ThreadPoolExecutor(args.jobs) as tester:
+        builds = start_builds(builder, [e for e in needed.values() if e])
+        checks, builders = [], set()
         for key, stack in chosen:
-            print(f"stack {key}", flush=True)
             env = needed[key]
-            # the first stack to use an environment waits for its build; the others reuse it
-            built = builds.pop(env.path, None) if env else None
-            report = check_stack(stack, programs.get(key), built=built, earlier=earlier)
-            print("\n".join(report.lines), flush=True)
+            # every stack of an environment waits for its build; the first one reports it
+            built = builds.get(env.path) if env else None
+            by_another = built is not None and env.path in builders
+            builders |= {env.path} if built else set()
+            check = tester.submit(
+                check_stack, stack, programs.get(key), ENVS_DIR, None, built, earlier, by_another
+            )
+            checks.append((key, check))
+        for key, check in checks:  # in order, each as soon as it and those before are done
+            report = check.result()
+            print(f"stack {key}\n" + "\n".join(report.lines), flush=True)
             reports.append(report)
     if not args.only:
         used = {

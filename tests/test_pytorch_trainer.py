@@ -127,6 +127,7 @@ def test_single_process_tiny_run(straight):
     (summary,) = records(out, "summary")
     assert summary.fields["ranks"] == 1 and summary.fields["steps"] == STEPS
     assert summary.fields["img_s"] > 0
+    assert "channels-last memory format" in out.splitlines()[0]  # on the CPU by default
     # --keep 2: the last two checkpoints stay, nothing half-written is left behind
     names = sorted(p.name for p in (cwd / "checkpoints").iterdir())
     assert names == ["ckpt-step00000008.pt", "ckpt-step00000010.pt"]
@@ -341,7 +342,15 @@ def two_ranks_by_hand(cwd: Path, steps: int) -> list[subprocess.Popen]:
         )
         procs.append(
             subprocess.Popen(
-                [sys.executable, str(TRAINER), *SMALL, "--checkpoint-every", "100"],
+                # the layout a GPU run has by default (other runs here: channels-last)
+                [
+                    sys.executable,
+                    str(TRAINER),
+                    *SMALL,
+                    "--checkpoint-every",
+                    "100",
+                    "--no-channels-last",
+                ],
                 cwd=cwd,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -375,6 +384,7 @@ def test_two_ranks_by_hand_from_slurm_variables_stop_together(
             p.kill()
     outs[0] = "".join(head) + outs[0]
     assert [p.returncode for p in procs] == [0, 0], outs
+    assert "channels-first memory format" in head[0]
     # hand-launched ranks without OMP_NUM_THREADS: one warning, from rank 0
     assert outs[0].count("OMP_NUM_THREADS is not set") == 1
     assert "OMP_NUM_THREADS" not in outs[1]

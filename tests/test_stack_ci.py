@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -109,7 +111,7 @@ def test_stacks_sharing_an_environment_share_one_run_and_its_failures(tmp_path, 
         return run
 
     monkeypatch.setattr(stack_ci, "run_tests", one_failing_run)
-    earlier: dict = {}
+    earlier = stack_ci.SharedRuns()
     reports = [
         stack_ci.check_stack(s, [TRAINER], envs_dir=envs, earlier=earlier) for s in (first, second)
     ]
@@ -268,3 +270,40 @@ def test_the_session_stops_on_a_page_naming_an_unknown_stack(monkeypatch, capsys
     monkeypatch.setattr(stack_pages, "check_all", lambda: [finding])
     assert stack_ci.main([]) == 1
     assert "docs/x.md:3: [stack-exists] no stack 'bede/nope'" in capsys.readouterr().out
+
+
+def test_a_run_under_way_for_another_stack_is_waited_for_not_repeated():
+    runs, started = stack_ci.SharedRuns(), []
+
+    def slow_run():
+        started.append(1)
+        time.sleep(0.3)
+        return stack_ci.TestRun(passed=3)
+
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda k: runs.run_once(("env", "prog"), k, slow_run), ["a/x", "a/y"]))
+    assert started == [1]
+    assert [first for first, _ in got] == ["a/x", "a/x"]
+    assert got[0][1] is got[1][1] and got[0][1].passed == 3
+
+
+def test_a_run_past_its_time_is_stopped_and_its_cpu_time_counted(tmp_path):
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    finished, _, cpu = stack_ci.run_measured(
+        [sys.executable, "-c", burn + "print('burnt', flush=True)"],
+        tmp_path,
+        {},
+        60,
+        tmp_path / "a",
+    )
+    assert finished and cpu >= 0.25
+    began = time.monotonic()
+    finished, output, _ = stack_ci.run_measured(
+        [sys.executable, "-c", "print('started', flush=True); import time; time.sleep(60)"],
+        tmp_path,
+        {},
+        1,
+        tmp_path / "b",
+    )
+    assert not finished and "started" in output
+    assert time.monotonic() - began < 10

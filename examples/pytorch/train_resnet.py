@@ -187,7 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="fp32",
         help="autocast dtype; fp16 adds loss scaling; bf16 wants Ampere/MI200 or newer GPUs",
     )
-    speed.add_argument("--channels-last", action="store_true", help="NHWC memory format")
+    speed.add_argument(
+        "--channels-last",
+        action=argparse.BooleanOptionalAction,
+        help="NHWC memory format; by default on when training on the CPU (oneDNN's faster "
+        "layout), off on a GPU",
+    )
     speed.add_argument("--compile", action="store_true", help="torch.compile the model")
 
     par = p.add_argument_group("devices and ranks")
@@ -507,9 +512,12 @@ def setup(args):
         # never wait for the GPU.
         control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
         _GROUPS.extend([dist.group.WORLD, control])  # dropped last, by run(): see _GROUPS
+    if args.channels_last is None:  # NHWC: oneDNN's fast layout (docs/benchmarks/resnet50.md)
+        args.channels_last = device.type == "cpu"
     about = (
         f"{args.arch}: {world} rank(s) ({launcher}), device {device.type}, "
         f"backend {backend if world > 1 else '-'}, batch {args.batch_size} per rank, "
+        f"{'channels-last' if args.channels_last else 'channels-first'} memory format, "
         f"{torch.get_num_threads()} CPU thread(s) per rank, torch {torch.__version__}"
     )
     return rank, world, device, control, about

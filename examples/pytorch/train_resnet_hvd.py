@@ -57,7 +57,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--warmup-epochs", type=float, default=5.0)
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
-    p.add_argument("--channels-last", action="store_true")
     p.add_argument("--fp16-allreduce", action="store_true", help="send gradients as fp16")
     p.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
     p.add_argument("--checkpoint-every", type=int, default=500)
@@ -250,9 +249,10 @@ def main() -> int:
     total = args.steps or args.epochs * spe
 
     torch.manual_seed(args.seed)
-    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    # No channels-last memory format here, unlike train_resnet.py: Horovod 0.28.1 broadcasts
+    # and averages contiguous tensors only ("Tensor is required to be contiguous.")
     model = torchvision.models.get_model(args.arch, weights=None, num_classes=classes)
-    model = model.to(device, memory_format=fmt)
+    model = model.to(device)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     # Wrap before loading a checkpoint: DistributedOptimizer is a new optimizer over the same
     # parameters, without the state (momenta) of the one it wraps.
@@ -303,7 +303,7 @@ def main() -> int:
         for i, (images, labels) in enumerate(loader):
             if i < skip:
                 continue
-            images = ((images.to(device).float() - mean) / std).contiguous(memory_format=fmt)
+            images = (images.to(device).float() - mean) / std
             labels = labels.to(device)
             lr = learning_rate(step, peak, warm, total)
             for group in optimizer.param_groups:
