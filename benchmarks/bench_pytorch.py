@@ -82,7 +82,8 @@ def trainer(args, workdir: Path) -> tuple[float, str]:
         *("--log-every", str(total), "--checkpoint-every", str(10 * total)),
         *("--checkpoint-dir", str(workdir), "--no-deterministic"),
     ]
-    cmd += ["--channels-last"] if args.channels_last else []
+    # the plain loop's memory format, said outright: the trainer's default depends on the device
+    cmd += ["--channels-last" if args.channels_last else "--no-channels-last"]
     cmd += ["--compile"] if args.compile else []
     return record.trainer_rate(cmd, TRAINER)
 

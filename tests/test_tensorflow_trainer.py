@@ -413,6 +413,19 @@ def test_a_failing_run_ends_with_one_line(trainer, monkeypatch, error, exit_stat
     assert stopped.value.code == exit_status
 
 
+def test_more_intra_op_threads_than_usable_cpus_are_capped(trainer, monkeypatch, capsys):
+    """ARCHER2's scripts give each worker --intra-threads $OMP_NUM_THREADS (16 or 128); a
+    process bound to fewer CPUs, as this machine's two or an srun that binds one core per task,
+    gets one thread per CPU and a warning that says so."""
+    monkeypatch.setattr(trainer.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert trainer.capped_threads(0) == 0 and trainer.capped_threads(2) == 2
+    assert capsys.readouterr().out == ""
+    assert trainer.capped_threads(16) == 2
+    assert capsys.readouterr().out == (
+        "warning: --intra-threads 16 is more than the 2 CPU(s) this process may run on; using 2\n"
+    )
+
+
 @pytest.fixture
 def bare_env(monkeypatch):
     for key in list(os.environ):

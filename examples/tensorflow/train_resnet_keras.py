@@ -151,8 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--intra-threads",
         type=int,
         default=0,
-        help="threads one op may use (0: TensorFlow chooses, one per core). With several "
-        "workers on one node give each its share of the cores",
+        help="threads one op may use (0: TensorFlow chooses, one per core; at most one per "
+        "CPU this process may run on). With several workers on one node give each its share "
+        "of the cores",
     )
     p.add_argument(
         "--inter-threads",
@@ -649,9 +650,31 @@ def lr_at(step: int, args, steps_per_epoch: int, total: int, global_batch: int) 
     return 0.5 * peak * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: what srun's binding gave it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def capped_threads(wanted: int) -> int:
+    """--intra-threads, at most one per CPU this process may use: more only take turns on the
+    same cores (an srun without --cpus-per-task binds each task to one core, for example)."""
+    cpus = usable_cpus()
+    if wanted <= cpus:
+        return wanted
+    print(
+        f"warning: --intra-threads {wanted} is more than the {cpus} CPU(s) this process may "
+        f"run on; using {cpus}",
+        flush=True,
+    )
+    return cpus
+
+
 def main(argv=None) -> int:
     check_versions()
     args = parse_args(argv)
+    args.intra_threads = capped_threads(args.intra_threads)
     # Thread pools can only be sized before TensorFlow's runtime starts.
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
