@@ -424,6 +424,9 @@ def test_more_intra_op_threads_than_usable_cpus_are_capped(trainer, monkeypatch,
     assert capsys.readouterr().out == (
         "warning: --intra-threads 16 is more than the 2 CPU(s) this process may run on; using 2\n"
     )
+    monkeypatch.delattr(trainer.os, "sched_getaffinity")  # macOS has no affinity: all CPUs
+    monkeypatch.setattr(trainer.os, "cpu_count", lambda: 3)
+    assert trainer.capped_threads(16) == 3
 
 
 @pytest.fixture
