@@ -287,7 +287,8 @@ def stacks(session: nox.Session) -> None:
     names (``stacks:`` in its front matter): for every stack CI can install (its ``ci.pip``, else
     its torch/torchvision/tensorflow-cpu versions from PyPI) the programs' tests marked ``stack``
     run in ``.nox/_stack-<hash of the package list>``, shared by stacks with the same packages
-    and rebuilt only when the list changes. ``-- --only site/name`` checks one stack."""
+    and rebuilt only when the list changes; two stacks are tested at a time (``-- --jobs N``).
+    ``-- --only site/name`` checks one stack."""
     session.install("-e", ".", pinned_requirement("uv"))  # uv builds the environments
     session.run("python", "-m", "clusterkit.stack_ci", *session.posargs)
 
