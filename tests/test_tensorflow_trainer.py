@@ -414,9 +414,9 @@ def test_a_failing_run_ends_with_one_line(trainer, monkeypatch, error, exit_stat
 
 
 def test_more_intra_op_threads_than_usable_cpus_are_capped(trainer, monkeypatch, capsys):
-    """ARCHER2's scripts give each worker --intra-threads $OMP_NUM_THREADS (16 or 128); a
-    process bound to fewer CPUs, as this machine's two or an srun that binds one core per task,
-    gets one thread per CPU and a warning that says so."""
+    """ARCHER2's scripts give each worker --intra-threads $OMP_NUM_THREADS, its share of the
+    node; a process bound to fewer CPUs (an srun that binds one core per task, or a test machine
+    of a few cores) gets one thread per CPU and a warning that says so."""
     monkeypatch.setattr(trainer.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert trainer.capped_threads(0) == 0 and trainer.capped_threads(2) == 2
     assert capsys.readouterr().out == ""

@@ -371,14 +371,20 @@ def ranks_per_node(world: int) -> int:
     return world  # assume they all share one node
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: what the launcher's binding gave it)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
+
+
 def cores_per_rank(world: int) -> int:
     """The cores each rank of this node may use: Slurm's --cpus-per-task, else the cores this
     process may run on shared among the node's ranks."""
     per_task = os.environ.get("SLURM_CPUS_PER_TASK", "")
     if per_task.isdigit():
         return int(per_task)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // min(world, ranks_per_node(world)))
+    cores = usable_cores()
+    return max(1, cores // min(world, ranks_per_node(world)))
 
 
 def limit_threads(launcher: str, rank: int, world: int) -> None:
@@ -387,9 +393,9 @@ def limit_threads(launcher: str, rank: int, world: int) -> None:
     per_node = min(world, ranks_per_node(world))
     if "OMP_NUM_THREADS" in os.environ or launcher == "torchrun" or per_node < 2:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     per_task = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    threads = int(per_task) if per_task.isdigit() else max(1, (cores or 1) // per_node)
+    threads = int(per_task) if per_task.isdigit() else max(1, cores // per_node)
     torch.set_num_threads(threads)
     if rank == 0:
         warn(
@@ -512,7 +518,8 @@ def setup(args):
         # never wait for the GPU.
         control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
         _GROUPS.extend([dist.group.WORLD, control])  # dropped last, by run(): see _GROUPS
-    if args.channels_last is None:  # NHWC: oneDNN's fast layout (docs/benchmarks/resnet50.md)
+    # NHWC on the CPU: oneDNN's faster layout (measured: docs/howto/archer2/pytorch-cpu.md)
+    if args.channels_last is None:
         args.channels_last = device.type == "cpu"
     about = (
         f"{args.arch}: {world} rank(s) ({launcher}), device {device.type}, "
