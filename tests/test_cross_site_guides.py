@@ -26,7 +26,7 @@ import pytest
 from markdown_it import MarkdownIt
 from mdit_py_plugins.colon_fence import colon_fence_plugin
 
-from clusterkit.profiles import all_sites
+from clusterkit.profiles import Site, all_sites
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -85,7 +85,7 @@ def tab_groups(text: str, offset: int = 0) -> list[list[Tab]]:
     return groups
 
 
-def in_service() -> dict[str, object]:
+def in_service() -> dict[str, Site]:
     """Title -> site, for every profile whose lifecycle status is current."""
     return {site.title: site for site in all_sites() if site.is_current}
 
@@ -96,7 +96,7 @@ def site_groups(rel: str) -> list[list[Tab]]:
     return [g for g in groups if any(t.label in titles for t in g)]
 
 
-def gpu_arches(site) -> set[str]:
+def gpu_arches(site: Site) -> set[str]:
     """CPU architectures of the node types behind the site's current GPU partitions."""
     return {
         p.node_type.raw["arch"]
@@ -154,7 +154,9 @@ def test_no_tab_yet_names_sites_in_service_that_lack_tabs():
         complete = all(
             all(title in {t.label for t in tabs} for tabs in site_groups(rel)) for rel in GUIDES
         )
-        assert not complete, f"{title} has a tab in every group of every guide: drop it from NO_TAB_YET"
+        assert not complete, (
+            f"{title} has a tab in every group of every guide: drop it from NO_TAB_YET"
+        )
 
 
 def test_tab_groups_are_read_from_nested_fences():
