@@ -15,7 +15,6 @@ VENV=${VENV:-${HOME/home/work}/venvs/cirrus-ml}
 python -m venv "$VENV"
 # shellcheck source=/dev/null
 source "$VENV/bin/activate"
-python -m pip install --upgrade pip
 # PyTorch's CPU index: PyPI's Linux torch would also pull in NVIDIA's CUDA libraries.
 python -m pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cpu
 python -m pip install tensorflow-cpu==2.21.0
