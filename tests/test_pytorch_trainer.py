@@ -501,7 +501,7 @@ def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
     assert (
         code == 2 and "train/ holds neither class directories with images nor WebDataset " in line
     )
-    assert "shards (train/*.tar, written by make_shards.py)" in line
+    assert "WebDataset shards (train/*.tar, written by make_shards.py)" in line
     code, line = one_line_error(trainer, capsys, ["--data-dir", str(tmp_path / "train" / "x")])
     assert code == 2 and "no such directory" in line
 
