@@ -465,3 +465,17 @@ def test_a_jpeg_scaled_down_is_decoded_small(trainer, tmp_path):
             full = F.pil_to_tensor(F.resized_crop(im.convert("RGB"), *box, [16, 16])).float()
         full = full.flip(-1) if flip else full
         assert (reduced - full).abs().mean() < 6, seed
+
+
+def test_the_gpu_decoder_resizes_huge_crops_in_several_groups(trainer):
+    import torch
+
+    boxes = torch.tensor([[0, 0, 100, 100], [0, 0, 2999, 3999], [0, 0, 50, 60], [5, 5, 20, 20]])
+    groups = trainer.GpuDecoder.groups([0, 1, 2, 3], boxes, limit=1 << 28)
+    assert groups == [[0], [1], [2, 3]]  # 3000 x 4000 alone: 144 MB of float32 a crop
+    assert trainer.GpuDecoder.groups([0, 2, 3], boxes) == [[0, 2, 3]]
+    assert trainer.GpuDecoder.groups([], boxes) == []
+    decoder = trainer.GpuDecoder(8, torch.device("cpu"))
+    flat = torch.full((3, 30, 40), 200, dtype=torch.uint8)
+    out = decoder.resize([flat, flat[:, :10, :7]])
+    assert out.shape == (2, 3, 8, 8) and torch.allclose(out, torch.full_like(out, 200.0))

@@ -1183,33 +1183,62 @@ class GpuDecoder:
         return [self.decode(j, mode=self.rgb, device=self.device) for j in jpegs]
 
     def __call__(self, batch):
-        from torchvision.ops import roi_align
-
         payloads, boxes, flips, labels = batch
         on_gpu = [p.dim() == 1 for p in payloads]
-        decoded = iter(self.decode_all([p for p, gpu in zip(payloads, on_gpu) if gpu]))  # noqa: B905
-        # each crop, uint8, into the corner of one canvas a pixel larger than the largest crop,
-        # its last row and column repeated once: the samples at a crop's far edges then blend
-        # with its own edge, as a resize of the crop alone does, not with the canvas
-        tall, wide = (int(boxes[:, k].max()) + 1 for k in (2, 3))
-        canvas = torch.zeros(len(payloads), 3, tall, wide, dtype=torch.uint8, device=self.device)
-        for i, ((top, left, h, w), gpu) in enumerate(zip(boxes.tolist(), on_gpu)):  # noqa: B905
-            if gpu:
-                canvas[i, :, :h, :w] = next(decoded)[:, top : top + h, left : left + w]
-                canvas[i, :, h, :w] = canvas[i, :, h - 1, :w]
-                canvas[i, :, : h + 1, w] = canvas[i, :, : h + 1, w - 1]
-        rois = torch.zeros(len(payloads), 5, device=self.device)
-        rois[:, 0] = torch.arange(len(payloads), device=self.device)  # which canvas image
-        rois[:, 3:] = boxes[:, [3, 2]].to(self.device, torch.float32)  # x2, y2 = w, h
-        size = (self.size, self.size)
-        out = roi_align(canvas.float(), rois, size, sampling_ratio=-1, aligned=True)
-        out = out.clamp_(0, 255)
-        cpu_done = [i for i, gpu in enumerate(on_gpu) if not gpu]
-        for i in cpu_done:  # decoded, cropped and flipped on the CPU
+        decoded = self.decode_all([p for p, gpu in zip(payloads, on_gpu) if gpu])  # noqa: B905
+        crops = iter(
+            image[:, top : top + h, left : left + w]
+            for image, (top, left, h, w) in zip(decoded, boxes[on_gpu].tolist())  # noqa: B905
+        )
+        out = torch.empty(len(payloads), 3, self.size, self.size, device=self.device)
+        gpu_rows = [i for i, gpu in enumerate(on_gpu) if gpu]
+        for rows in self.groups(gpu_rows, boxes):
+            out[rows] = self.resize([next(crops) for _ in rows])
+        for i in (i for i, gpu in enumerate(on_gpu) if not gpu):  # done on the CPU
             out[i] = payloads[i].to(self.device, non_blocking=True)
         gpu_flips = flips.to(self.device) & torch.tensor(on_gpu, device=self.device)
         out = torch.where(gpu_flips[:, None, None, None], out.flip(-1), out)
         return out, labels
+
+    @staticmethod
+    def groups(rows: list[int], boxes, limit: int = 1 << 28) -> list[list[int]]:
+        """``rows`` in consecutive groups whose canvas (see resize) stays under ``limit`` bytes
+        of float32: a batch of ImageNet-sized crops is one group; huge photos make several."""
+        out: list[list[int]] = []
+        tall = wide = 0
+        for i in rows:
+            h, w = int(boxes[i, 2]) + 1, int(boxes[i, 3]) + 1
+            grown = (max(tall, h), max(wide, w))
+            if out and (len(out[-1]) + 1) * 3 * grown[0] * grown[1] * 4 > limit:
+                out.append([])
+                grown = (h, w)
+            elif not out:
+                out.append([])
+            out[-1].append(i)
+            tall, wide = grown
+        return out
+
+    def resize(self, crops: list) -> torch.Tensor:
+        """The crops (uint8, 3 x h x w each) resized to size x size in one roi_align call."""
+        from torchvision.ops import roi_align
+
+        # each crop into the corner of one canvas a pixel larger than the largest, its last row
+        # and column repeated once: samples at a crop's far edges then blend with its own edge,
+        # as a resize of the crop alone does, not with the canvas
+        tall = max(c.shape[1] for c in crops) + 1
+        wide = max(c.shape[2] for c in crops) + 1
+        canvas = torch.zeros(len(crops), 3, tall, wide, dtype=torch.uint8, device=self.device)
+        for i, crop in enumerate(crops):
+            h, w = crop.shape[1:]
+            canvas[i, :, :h, :w] = crop
+            canvas[i, :, h, :w] = crop[:, -1]
+            canvas[i, :, : h + 1, w] = canvas[i, :, : h + 1, w - 1]
+        rois = torch.zeros(len(crops), 5, device=self.device)
+        rois[:, 0] = torch.arange(len(crops), device=self.device)  # which canvas image
+        sizes = torch.tensor([c.shape[1:] for c in crops], dtype=torch.float32)
+        rois[:, 3:] = sizes.flip(1).to(self.device)  # x2, y2 = w, h
+        size = (self.size, self.size)
+        return roi_align(canvas.float(), rois, size, sampling_ratio=-1, aligned=True).clamp_(0, 255)
 
 
 # ----- --loader dali: NVIDIA DALI reads, decodes (GPU) and augments
