@@ -51,11 +51,17 @@ def load(path: Path):
 def timed(batches, count: int, warmup: int, size_of) -> float:
     """Images/s over ``count`` batches after ``warmup`` untimed ones."""
     it = iter(batches)
-    for _ in range(warmup):
-        next(it)
-    images, start = 0, time.perf_counter()
-    for _ in range(count):
-        images += size_of(next(it))
+    try:
+        for _ in range(warmup):
+            next(it)
+        images, start = 0, time.perf_counter()
+        for _ in range(count):
+            images += size_of(next(it))
+    except StopIteration:
+        raise SystemExit(
+            f"error: the data hold fewer than {warmup} + {count} batches: lower --warmup and "
+            "--batches, or give more images"
+        ) from None
     return images / (time.perf_counter() - start)
 
 
