@@ -34,6 +34,7 @@ from pathlib import Path
 
 import record
 
+MAKE_SHARDS = record.ROOT / "examples" / "data" / "make_shards.py"
 TRAINERS = {
     "pytorch": record.ROOT / "examples" / "pytorch" / "train_resnet.py",
     "tensorflow": record.ROOT / "examples" / "tensorflow" / "train_resnet_keras.py",
@@ -50,21 +51,27 @@ def load(path: Path):
 def timed(batches, count: int, warmup: int, size_of) -> float:
     """Images/s over ``count`` batches after ``warmup`` untimed ones."""
     it = iter(batches)
-    for _ in range(warmup):
-        next(it)
-    images, start = 0, time.perf_counter()
-    for _ in range(count):
-        images += size_of(next(it))
+    try:
+        for _ in range(warmup):
+            next(it)
+        images, start = 0, time.perf_counter()
+        for _ in range(count):
+            images += size_of(next(it))
+    except StopIteration:
+        raise SystemExit(
+            f"error: the data hold fewer than {warmup} + {count} batches: lower --warmup and "
+            "--batches, or give more images"
+        ) from None
     return images / (time.perf_counter() - start)
 
 
-def pytorch_loader(trainer, args, loader: str, workers: int) -> float:
+def pytorch_loader(trainer, args, loader: str, workers: int, data_dir: Path) -> float:
     import torch
 
     device = torch.device(args.device)
     targs = trainer.parse_args(
         [
-            *("--data-dir", str(args.data_dir), "--loader", loader),
+            *("--data-dir", str(data_dir), "--loader", loader),
             *("--workers", str(workers), "--batch-size", str(args.batch_size)),
             *("--image-size", str(args.image_size), "--device", args.device),
         ]
@@ -81,12 +88,12 @@ def pytorch_loader(trainer, args, loader: str, workers: int) -> float:
     return timed(batches, args.batches, args.warmup, size_of)
 
 
-def tensorflow_loader(trainer, args, loader: str, workers: int) -> float:
+def tensorflow_loader(trainer, args, loader: str, workers: int, data_dir: Path) -> float:
     if loader != "cpu":
         raise ValueError("train_resnet_keras.py reads folders with tf.data only (--loaders cpu)")
     targs = trainer.parse_args(
         [
-            *("--data-dir", str(args.data_dir), "--batch-size", str(args.batch_size)),
+            *("--data-dir", str(data_dir), "--batch-size", str(args.batch_size)),
             *("--image-size", str(args.image_size), "--data-threads", str(workers)),
         ]
     )
@@ -102,15 +109,17 @@ def loader_rates(args) -> tuple[dict[str, float], dict[str, str]]:
     trainer = load(TRAINERS[args.framework])
     measure = pytorch_loader if args.framework == "pytorch" else tensorflow_loader
     rates, not_run = {}, {}
-    for loader in args.loaders:
-        for workers in args.workers:
-            try:
-                rate = measure(trainer, args, loader, workers)
-            except (getattr(trainer, "Abort", ValueError), ValueError, ImportError) as exc:
-                not_run[loader] = str(exc)
-                break
-            rates[f"{loader} workers={workers}"] = round(rate, 1)
-            print(f"loader {loader}, workers {workers}: {rate:.1f} img/s", file=sys.stderr)
+    for form, data_dir in args.forms.items():
+        for loader in args.loaders:
+            for workers in args.workers:
+                name = f"{form} {loader}"
+                try:
+                    rate = measure(trainer, args, loader, workers, data_dir)
+                except (getattr(trainer, "Abort", ValueError), ValueError, ImportError) as exc:
+                    not_run[name] = str(exc)
+                    break
+                rates[f"{name} workers={workers}"] = round(rate, 1)
+                print(f"loader {name}, workers {workers}: {rate:.1f} img/s", file=sys.stderr)
     return rates, not_run
 
 
@@ -121,15 +130,17 @@ def training_rates(args) -> tuple[dict[str, list[float]], dict[str, str]]:
         *("--batch-size", str(args.batch_size), "--image-size", str(args.image_size)),
         *("--steps", str(args.train_steps), "--arch", args.arch, "--log-every", "1000"),
     ]
+    common += args.trainer_flag
+    workers = "--workers" if args.framework == "pytorch" else "--data-threads"
     if args.framework == "pytorch":
         common += ["--device", args.device]
-        folder = ["--data-dir", str(args.data_dir), "--workers", str(max(args.workers))]
-    else:
-        folder = ["--data-dir", str(args.data_dir), "--data-threads", str(max(args.workers))]
-    runs: dict[str, list[float]] = {"synthetic": [], "folder": []}
+    kinds = {"synthetic": []}
+    for form, data_dir in args.forms.items():
+        kinds[form] = ["--data-dir", str(data_dir), workers, str(max(args.workers))]
+    runs: dict[str, list[float]] = {kind: [] for kind in kinds}
     commands = {}
     for _ in range(max(1, args.repeats)):
-        for kind, extra in (("synthetic", []), ("folder", folder)):
+        for kind, extra in kinds.items():
             with tempfile.TemporaryDirectory() as tmp:
                 cmd = [sys.executable, str(trainer), *common, *extra]
                 cmd += ["--checkpoint-dir", str(Path(tmp) / "ckpt")]
@@ -169,12 +180,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-steps", type=int, default=6, help="steps of each training run")
     p.add_argument("--repeats", type=int, default=2, help="training runs of each kind")
     p.add_argument("--no-train", action="store_true", help="the loader alone")
+    p.add_argument(
+        "--forms",
+        nargs="+",
+        default=["folder"],
+        choices=["folder", "shards"],
+        help="what the data is read from: the folder, and (PyTorch) WebDataset shards of the "
+        "same images made with examples/data/make_shards.py",
+    )
+    p.add_argument(
+        "--trainer-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="one more flag for every training run (repeat it: --trainer-flag=--precision=bf16)",
+    )
     p.add_argument("--output", type=Path, help="also write the JSON record here")
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    args.forms_wanted = args.forms
     args.arch = args.arch or ("resnet50" if args.framework == "pytorch" else "ResNet50")
     with tempfile.TemporaryDirectory() as tmp:
         made = args.data_dir is None
@@ -184,9 +211,16 @@ def main(argv=None) -> int:
                 Path(tmp), 4, per_class, 1, size=(500, 375)
             )
             args.data_dir = Path(tmp)
+        args.forms = {"folder": args.data_dir}
+        if "shards" in args.forms_wanted:
+            shards = Path(tmp) / "shards"
+            load(MAKE_SHARDS).main([str(args.data_dir), str(shards), "--per-shard", "100"])
+            args.forms["shards"] = shards
+        if "folder" not in args.forms_wanted:
+            del args.forms["folder"]
         rates, not_run = loader_rates(args)
         runs, commands = ({}, {}) if args.no_train else training_rates(args)
-        settings = {k: v for k, v in vars(args).items() if k != "output"}
+        settings = {k: v for k, v in vars(args).items() if k not in ("output", "forms")}
         settings["data_dir"] = (
             f"{args.images} synthetic JPEGs, 500x375" if made else str(args.data_dir)
         )
@@ -202,7 +236,9 @@ def main(argv=None) -> int:
     if runs:
         result["trainer_img_s"] = {k: max(v) for k, v in runs.items()}
         result["all_runs_img_s"] = runs
-        result["folder_to_synthetic"] = round(max(runs["folder"]) / max(runs["synthetic"]), 3)
+        for form in args.forms:
+            ratio = max(runs[form]) / max(runs["synthetic"])
+            result[f"{form}_to_synthetic"] = round(ratio, 3)
         result["trainer_commands"] = commands
     record.write(result, args.output)
     return 0

@@ -2,18 +2,26 @@
 """Images/s of examples/pytorch/train_resnet.py against pytorch/examples' imagenet/main.py.
 
 What a user would otherwise pick: the reference ImageNet script, with its synthetic data
-(``--dummy``), at the settings given here for both (model, batch, 224-pixel images, loader
-processes, threads). The two run in turns, several rounds, the first of each round alternating;
-every step prints a line (``--log-every 1`` and ``-p 1``), and both are timed the same way, by
-the arrival of those lines here, over the steps after the warm-up. Prints one JSON record: the
-rate of each per round, the per-round ratios and their median, and the machine's load before
-each round (``/proc/loadavg``), since a busy machine slows single runs at random.
+(``--dummy``) or, with ``--data-dir``, the same image folder as the trainer (which may read
+shards of the same images instead, ``--trainer-data-dir``), at the settings given here for
+both (model, batch, 224-pixel images, loader processes, threads, device) and at its own
+defaults otherwise (fp32; the trainer's precision and memory format come through
+``--trainer-flag``). The two run in turns, several rounds, the first of each round
+alternating; every step prints a line (``--log-every 1`` and ``-p 1``), and both are timed
+the same way, by the arrival of those lines here, over the steps after the warm-up. Prints
+one JSON record: the rate of each per round, the per-round ratios and their median, and the
+machine's load before each round (``/proc/loadavg``), since a busy machine slows single runs
+at random.
 
 The reference script is not part of this repository; give a copy of it:
 
     git clone --depth 1 https://github.com/pytorch/examples /tmp/pytorch-examples
     python benchmarks/race_pytorch_examples.py \\
         --reference /tmp/pytorch-examples/imagenet/main.py --rounds 5
+    python benchmarks/race_pytorch_examples.py \\
+        --reference /tmp/pytorch-examples/imagenet/main.py --device cuda \\
+        --data-dir /dev/shm/jpegs --batch-size 256 --workers 15 --threads 1 --rounds 3 \\
+        --trainer-flag=--precision=bf16 --trainer-flag=--channels-last   # a GPU node
 """
 
 from __future__ import annotations
@@ -39,10 +47,12 @@ THEIR_STEP = re.compile(r"^Epoch: \[\d+\]\[\s*\d+/\d+\]")
 
 def our_command(args, workdir: Path) -> list[str]:
     total = args.warmup + args.steps + 1
+    data = args.trainer_data_dir or args.data_dir
     return [
         sys.executable,
         str(TRAINER),
-        *("--arch", args.arch, "--device", "cpu", "--batch-size", str(args.batch_size)),
+        *(["--data-dir", str(data)] if data else []),
+        *("--arch", args.arch, "--device", args.device, "--batch-size", str(args.batch_size)),
         *("--image-size", str(IMAGE_SIZE), "--workers", str(args.workers)),
         *("--steps", str(total), "--steps-per-epoch", str(total), "--log-every", "1"),
         *("--checkpoint-every", str(10 * total), "--checkpoint-dir", str(workdir)),
@@ -51,10 +61,14 @@ def our_command(args, workdir: Path) -> list[str]:
 
 
 def their_command(args) -> list[str]:
+    """main.py at its defaults but for what both are given: fp32, its own transforms."""
+    data = [str(args.data_dir)] if args.data_dir else ["--dummy"]
     return [
         sys.executable,
         str(args.reference),
-        *("--dummy", "--no-accel", "-a", args.arch, "-b", str(args.batch_size)),
+        *data,
+        *(["--no-accel"] if args.device == "cpu" else []),
+        *("-a", args.arch, "-b", str(args.batch_size)),
         *("-j", str(args.workers), "-p", "1", "--epochs", "1"),
     ]
 
@@ -139,6 +153,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--reference", type=Path, required=True, help="a copy of imagenet/main.py")
     p.add_argument("--arch", default="resnet50", help="torchvision model")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both train")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="an ImageNet-style folder (train/<class>/, val/<class>/) both read; synthetic "
+        "images (main.py --dummy) without it",
+    )
+    p.add_argument(
+        "--trainer-data-dir",
+        type=Path,
+        help="what the trainer reads instead of --data-dir: the same images as WebDataset "
+        "shards (examples/data/make_shards.py), say",
+    )
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--workers", type=int, default=1, help="data loader processes of each")
     p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of each")
@@ -157,6 +184,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.reference.is_file():
         p.error(f"--reference {args.reference}: no such file")
+    for name in ("data_dir", "trainer_data_dir"):
+        folder = getattr(args, name)
+        if folder is not None and not (folder / "train").is_dir():
+            p.error(f"--{name.replace('_', '-')} {folder}: no train/ directory in it")
     for name in ("batch_size", "threads", "warmup", "steps", "rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")

@@ -88,7 +88,10 @@ def test_repeats_alternate_and_the_best_of_each_side_is_the_figure(tmp_path, cap
 @pytest.mark.parametrize(
     ("framework", "extra"),
     [
-        ("pytorch", ["--arch", "resnet18", "--loaders", "cpu", "gpu-decode"]),
+        (
+            "pytorch",
+            ["--arch", "resnet18", "--loaders", "cpu", "gpu-decode", "--forms", "folder", "shards"],
+        ),
         ("tensorflow", ["--no-train"]),  # its training from a folder: test_tensorflow_trainer
     ],
 )
@@ -113,12 +116,15 @@ def test_the_input_pipeline_benchmark_prints_a_record(framework, extra, jpeg_fol
     record = json.loads(out.read_text())
     assert record["benchmark"] == f"{framework}-input-pipeline"
     rates = record["loader_alone_img_s"]
-    assert set(rates) == {"cpu workers=0", "cpu workers=1"} and all(v > 0 for v in rates.values())
+    forms = ["folder", "shards"] if framework == "pytorch" else ["folder"]
+    assert set(rates) == {f"{form} cpu workers={n}" for form in forms for n in (0, 1)}
+    assert all(v > 0 for v in rates.values())
     if framework == "pytorch":  # no GPU here: the GPU decoder is listed with its reason
-        assert "has none" in record["loaders_not_run"]["gpu-decode"]
-        assert set(record["trainer_img_s"]) == {"synthetic", "folder"}
-        ratio = record["trainer_img_s"]["folder"] / record["trainer_img_s"]["synthetic"]
-        assert record["folder_to_synthetic"] == pytest.approx(ratio, abs=0.01)
-        assert "--data-dir" in record["trainer_commands"]["folder"]
+        assert "has none" in record["loaders_not_run"]["folder gpu-decode"]
+        assert set(record["trainer_img_s"]) == {"synthetic", "folder", "shards"}
+        for form in forms:
+            ratio = record["trainer_img_s"][form] / record["trainer_img_s"]["synthetic"]
+            assert record[f"{form}_to_synthetic"] == pytest.approx(ratio, abs=0.01)
+            assert "--data-dir" in record["trainer_commands"][form]
     else:
         assert "trainer_img_s" not in record

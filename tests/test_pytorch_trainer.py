@@ -498,7 +498,10 @@ def test_data_dir_that_is_no_image_folder(trainer, bare_env, capsys, tmp_path):
 def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
     (tmp_path / "train" / "empty_class").mkdir(parents=True)
     code, line = one_line_error(trainer, capsys, ["--data-dir", str(tmp_path)])
-    assert code == 2 and "train/ holds no class directories with images" in line
+    assert (
+        code == 2 and "train/ holds neither class directories with images nor WebDataset " in line
+    )
+    assert "WebDataset shards (train/*.tar, written by make_shards.py)" in line
     code, line = one_line_error(trainer, capsys, ["--data-dir", str(tmp_path / "train" / "x")])
     assert code == 2 and "no such directory" in line
 

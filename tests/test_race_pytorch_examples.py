@@ -64,3 +64,22 @@ def test_rounds_are_summed_up_by_their_medians():
     assert summary["median_ratio"] == 1.0 and summary["ratio_range"] == [0.8, 1.25]
     assert summary["median_img_s"] == {race.OURS: 4.6, race.THEIRS: 4.6}
     assert len(summary["rounds"]) == 3
+
+
+def test_on_a_folder_both_read_it_and_the_trainer_may_read_shards_of_it(tmp_path, jpeg_folder):
+    ref = tmp_path / "main.py"
+    ref.write_text(STAND_IN)
+    base = ["--reference", str(ref), "--data-dir", str(jpeg_folder), "--device", "cuda"]
+    args = race.parse_args(base)
+    theirs, ours = race.their_command(args), race.our_command(args, tmp_path)
+    assert theirs[2] == str(jpeg_folder) and "--dummy" not in theirs and "--no-accel" not in theirs
+    assert ours[ours.index("--data-dir") + 1] == str(jpeg_folder)
+    assert ours[ours.index("--device") + 1] == "cuda"
+    shards = tmp_path / "shards"
+    (shards / "train").mkdir(parents=True)
+    args = race.parse_args([*base, "--trainer-data-dir", str(shards)])
+    ours = race.our_command(args, tmp_path)
+    assert ours[ours.index("--data-dir") + 1] == str(shards)
+    assert race.their_command(args)[2] == str(jpeg_folder)
+    with pytest.raises(SystemExit):
+        race.parse_args([*base, "--trainer-data-dir", str(tmp_path / "nothing")])

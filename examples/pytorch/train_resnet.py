@@ -54,6 +54,11 @@ OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryErro
 TINY = {"image_size": 32, "batch_size": 4, "steps": 6, "steps_per_epoch": 3, "workers": 0}
 # ... and these replace only defaults, so that an explicit --log-every/--checkpoint-every stays.
 TINY_DEFAULTS = {"log_every": 2, "checkpoint_every": 3}
+# Seconds a fork server may take to start a first process (it imports this file, and torch).
+FORKSERVER_PROBE_S = 120
+# Seconds the interpreter may spend ending after an error before it is stopped: its teardown can
+# wait for loader processes or ranks that are gone.
+TEARDOWN_S = 20
 
 EPILOG = """\
 learning rate:
@@ -119,10 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="ImageNet-style folder, DIR/train/<class>/*.JPEG (and DIR/val/<class>/ for "
-        "--eval-every-epoch); synthetic images if not given",
+        "--eval-every-epoch), or WebDataset shards, DIR/train/*.tar (make_shards.py writes "
+        "them); synthetic images if not given",
     )
     data.add_argument(
-        "--num-classes", type=int, default=1000, metavar="N", help="classes of synthetic data"
+        "--num-classes",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="classes of synthetic data (and of shards without a shards.json)",
     )
     data.add_argument("--image-size", type=int, default=224, metavar="PIXELS", help="crop size")
     data.add_argument(
@@ -274,9 +284,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.loader != "cpu" and args.data_dir is None:
         parser.error(f"--loader {args.loader} decodes the images of --data-dir: give it")
     if args.data_dir is not None:
-        problem = check_image_folder(args.data_dir, "train")
+        problem = data_format(args.data_dir, "train")[1]
         if problem is None and args.eval_every_epoch:
-            problem = check_image_folder(args.data_dir, "val")
+            problem = data_format(args.data_dir, "val")[1]
         if problem:
             parser.error(f"--data-dir {args.data_dir}: {problem}")
     if args.lr is None:
@@ -306,18 +316,25 @@ def check_versions(*modules) -> None:
             )
 
 
-def check_image_folder(root: Path, split: str) -> str | None:
-    """What is wrong with root/split as an ImageFolder, cheaply (a full scan is slow on Lustre)."""
+def data_format(root: Path, split: str) -> tuple[str | None, str | None]:
+    """What root/split holds, cheaply (a full scan is slow on Lustre): ("shards", None) for
+    WebDataset tar files, ("folder", None) for class directories of images, else (None, what
+    is wrong)."""
     if not root.exists():
-        return "no such directory"
+        return None, "no such directory"
     if not root.is_dir():
-        return "not a directory"
+        return None, "not a directory"
     if not (root / split).is_dir():
-        return f"no {split}/ directory in it (expected {split}/<class>/<image> files)"
+        return None, f"no {split}/ directory in it (expected {split}/<class>/<image> files)"
     for entry in os.scandir(root / split):
+        if entry.is_file() and entry.name.endswith(".tar"):
+            return "shards", None
         if entry.is_dir() and any(True for _ in os.scandir(entry.path)):
-            return None
-    return f"{split}/ holds no class directories with images"
+            return "folder", None
+    return None, (
+        f"{split}/ holds neither class directories with images nor WebDataset shards "
+        f"({split}/*.tar, written by make_shards.py)"
+    )
 
 
 class Abort(Exception):
@@ -344,7 +361,19 @@ LAUNCHERS = [
     ("pmix", "PMIX_RANK", "WORLD_SIZE", "LOCAL_RANK"),  # PMIx exports no size: set WORLD_SIZE
     ("mpiexec", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),  # MPICH and Intel MPI (hydra)
 ]
-MPI_PREFIXES = ("OMPI_", "PMIX_", "JSM_", "PMI_")
+# What a launcher sets for each rank it starts. Configuration variables (OMPI_MCA_*, PMIX_MCA_*)
+# say nothing: container images that ship Open MPI set them for every process.
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "JSM_NAMESPACE_RANK")
+
+
+def launcher_rank_variable() -> str | None:
+    """The rank variable of the MPI-style launcher (or srun step) that started this process."""
+    env = os.environ
+    found = next((var for var in RANK_VARIABLES if var in env), None)
+    # the batch shell has SLURM_PROCID=0 too; only a step's tasks have a SLURM_STEP_ID as well
+    if found is None and "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
+        found = "SLURM_PROCID"
+    return found
 
 
 def launcher_env() -> tuple[str, int, int, int]:
@@ -613,6 +642,10 @@ class ResumableSampler(DistributedSampler):
 
     skip = 0
 
+    def start(self, epoch: int, done: int, batch_size: int) -> None:
+        self.set_epoch(epoch)  # the shuffle depends on (seed, epoch) only
+        self.skip = done * batch_size
+
     def __iter__(self):
         return iter([(self.epoch, i) for i in list(super().__iter__())[self.skip :]])
 
@@ -620,48 +653,206 @@ class ResumableSampler(DistributedSampler):
         return self.num_samples - self.skip
 
 
-class LoaderBatches:
-    """A DataLoader over an image folder, with what runs on the batches after it (GPU decoding)."""
+class DataError(ValueError):
+    """Data that cannot be read as it says it can (a shard that is not a tar file, say)."""
 
-    def __init__(self, loader, sampler, batch_size: int, after=None):
-        self.loader, self.sampler, self.batch_size, self.after = loader, sampler, batch_size, after
-        self.images = len(sampler.dataset)
+
+def loader_death(exc: BaseException | str) -> str:
+    """The one-line error for a loader process that died (PyTorch's message names it)."""
+    return (
+        f"a data loader process died ({str(exc).strip().splitlines()[0]}). The usual cause is "
+        "the kernel's out-of-memory killer: look at the job's memory use (sacct -j JOBID -o "
+        "MaxRSS) and give the job more memory, or use fewer --workers or a smaller --batch-size"
+    )
+
+
+_WATCHED: set[int] = set()
+
+
+def watch_loader(batches) -> None:
+    """End the run within a second of a loader process's death. Forked loader processes are
+    this process's children, and PyTorch hears of their end at once (SIGCHLD); those started
+    by a fork server are not, and PyTorch notices one gone only when a wait for its data times
+    out, which took 8 to 40 s on two busy cores. A thread waits for them instead and, when one
+    dies, prints the error and ends the process (signals cannot reach the training loop
+    reliably: a program started in the background of a job script ignores SIGINT)."""
+    workers = getattr(batches, "_workers", None)
+    if not workers or id(batches) in _WATCHED:
+        return
+    if getattr(getattr(workers[0], "_popen", None), "method", "fork") == "fork":
+        return
+    _WATCHED.add(id(batches))
+    from multiprocessing.connection import wait
+
+    def watch():
+        wait([w.sentinel for w in workers])
+        dead = [w for w in workers if w.exitcode is not None]  # they end only at shutdown
+        if dead and not getattr(batches, "_shutdown", True):
+            how = ", ".join(f"pid {w.pid}: {exit_status(w.exitcode)}" for w in dead)
+            print(f"error: {loader_death(f'DataLoader worker ({how})')}", file=sys.stderr)
+            for w in workers:  # the others would live on until they noticed (seconds)
+                if w.exitcode is None:
+                    w.kill()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+
+    import threading
+
+    threading.Thread(target=watch, name="loader-watch", daemon=True).start()
+
+
+def exit_status(code: int) -> str:
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+class LoaderBatches:
+    """A DataLoader over an image folder or shards, with what runs on the batches after it (GPU
+    decoding). ``source`` (the sampler, or the shard dataset) knows where an epoch starts. A
+    loader process that dies, or data that cannot be read, ends the run with one line."""
+
+    def __init__(self, loader, source, batch_size: int, images: int, after=None):
+        self.loader, self.source, self.batch_size, self.after = loader, source, batch_size, after
+        self.images = images
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def start(self, epoch: int, done: int) -> None:
-        self.sampler.set_epoch(epoch)  # the shuffle depends on (seed, epoch) only
-        self.sampler.skip = done * self.batch_size
+        self.source.start(epoch, done, self.batch_size)
 
     def __iter__(self):
-        return iter(self.loader) if self.after is None else map(self.after, self.loader)
+        try:
+            batches = iter(self.loader)
+            watch_loader(batches)
+            for batch in batches:
+                yield batch if self.after is None else self.after(batch)
+        except DataError as exc:  # from a loader process: the last line of its traceback
+            raise Abort(str(exc).strip().splitlines()[-1].split("DataError: ", 1)[-1]) from None
+        except RuntimeError as exc:
+            if not str(exc).startswith("DataLoader worker"):
+                raise
+            raise Abort(loader_death(exc)) from None
+
+
+# ----- CPU decoding, where a JPEG that will be scaled down is decoded smaller to begin with
+def open_image(path):
+    """The ImageFolder loader: the file opened, not yet decoded (see decode_reduced)."""
+    from PIL import Image
+
+    return Image.open(path)
+
+
+def decode_reduced(image, factor: float):
+    """``image`` (opened, not decoded) as RGB, decoded at 1/2, 1/4 or 1/8 of its size where
+    what follows scales it down by at least that ``factor``: libjpeg's DCT scaling, through
+    PIL's draft mode, skips most of the work of a full decode. Returns the image and the scale
+    of its pixels to the file's."""
+    width, height = image.size
+    reduce = max([r for r in (2, 4, 8) if r <= factor], default=1)
+    if reduce > 1 and image.format == "JPEG":
+        image.draft("RGB", (width // reduce, height // reduce))
+    return image.convert("RGB"), (width / image.size[0], height / image.size[1])
+
+
+class ReducedResizedCrop:
+    """torchvision's RandomResizedCrop then RandomHorizontalFlip (the same random draws, so the
+    same boxes), on an image that is not yet decoded: the crop box is drawn from the file's
+    size, then the file is decoded no larger than the crop needs."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __call__(self, image):
+        from PIL import Image
+        from torchvision import transforms
+        from torchvision.transforms import functional as F
+
+        top, left, h, w = transforms.RandomResizedCrop.get_params(
+            image, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)
+        )
+        flip = bool(torch.rand(1) < 0.5)
+        decoded, (sx, sy) = decode_reduced(image, min(h, w) / self.size)
+        if (sx, sy) == (1, 1):
+            out = F.resized_crop(decoded, top, left, h, w, [self.size, self.size])
+        else:
+            box = (left / sx, top / sy, (left + w) / sx, (top + h) / sy)
+            out = decoded.resize((self.size, self.size), Image.BILINEAR, box=box)
+        return F.hflip(out) if flip else out
+
+
+class ReducedCentreCrop:
+    """Resize to 8/7 of the crop, then the centre crop (evaluation), decoding reduced."""
+
+    def __init__(self, size: int):
+        from torchvision import transforms
+
+        self.short = size * 8 // 7
+        self.steps = transforms.Compose(
+            [transforms.Resize(self.short), transforms.CenterCrop(size)]
+        )
+
+    def __call__(self, image):
+        return self.steps(decode_reduced(image, min(image.size) / self.short)[0])
 
 
 def folder_transform(args, split: str):
     """RandomResizedCrop and flips for training, resize and centre crop for evaluation, as
-    torchvision's ImageNet recipes do; uint8 tensors out (a quarter of float32's bytes)."""
+    torchvision's ImageNet recipes do, on images opened but not decoded; uint8 tensors out (a
+    quarter of float32's bytes)."""
     from torchvision import transforms
 
-    if split == "train":
-        steps = [transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip()]
-    else:
-        steps = [
-            transforms.Resize(args.image_size * 8 // 7),
-            transforms.CenterCrop(args.image_size),
-        ]
-    return transforms.Compose([*steps, transforms.PILToTensor()])
+    crop = ReducedResizedCrop if split == "train" else ReducedCentreCrop
+    return transforms.Compose([crop(args.image_size), transforms.PILToTensor()])
 
 
 def loader_context(args) -> str | None:
     """How DataLoader processes start. Workers forked from a process that MPI has initialised can
     segfault or hang (the MPI library's threads and memory registrations do not survive fork),
-    so under MPI launchers the default is forkserver; see Horovod PR #1824 and PyTorch's
-    "multiprocessing best practices"."""
+    so under a launcher that starts ranks as MPI does the default is forkserver; see Horovod PR
+    #1824 and PyTorch's "multiprocessing best practices"."""
     if args.workers == 0:
         return None
-    mpi = any(k.startswith(MPI_PREFIXES) for k in os.environ)
-    return args.mp_start_method or ("forkserver" if mpi else "fork")
+    return args.mp_start_method or ("forkserver" if launcher_rank_variable() else "fork")
+
+
+def working_context(method: str | None, rank: int) -> str | None:
+    """``method``, once a fork server has shown that it can start a process here; fork
+    otherwise, with a warning. (A fork server that cannot start workers fails each one with a
+    BrokenPipeError deep inside multiprocessing.)"""
+    if method != "forkserver":
+        return method
+    import multiprocessing
+
+    problem = None
+    context = multiprocessing.get_context("forkserver")
+    # Each process a fork server starts runs this file again (as __mp_main__): import torch in
+    # the server once, or every loader process imports it anew (seconds each; minutes on a busy
+    # node). Python's own preloading of the main module does not happen (it looks for a
+    # "main_path" that its preparation data never holds).
+    context.set_forkserver_preload(["torch", "torchvision", "PIL.Image"])
+    try:
+        probe = context.Process(target=os.getpid, daemon=True)
+        probe.start()
+        probe.join(FORKSERVER_PROBE_S)
+        if probe.exitcode != 0:
+            problem = (
+                f"a test process {'did not end' if probe.exitcode is None else 'failed'} "
+                f"(exit code {probe.exitcode})"
+            )
+            probe.kill()
+    except (OSError, EOFError) as exc:  # BrokenPipeError, ConnectionError, ...
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem is None:
+        return method
+    if rank == 0:
+        warn(
+            f"the fork server cannot start loader processes here ({problem}): forking them "
+            "instead, as --mp-start-method fork does"
+        )
+    return "fork"
 
 
 def folder_batches(args, split: str, rank: int, world: int, device) -> LoaderBatches:
@@ -674,7 +865,9 @@ def folder_batches(args, split: str, rank: int, world: int, device) -> LoaderBat
             root, loader=EncodedImage.read, transform=CropPlan(args.image_size, split == "train")
         )
     else:
-        dataset = torchvision.datasets.ImageFolder(root, folder_transform(args, split))
+        dataset = torchvision.datasets.ImageFolder(
+            root, folder_transform(args, split), loader=open_image
+        )
     train = split == "train"
     sampler = ResumableSampler(dataset, world, rank, shuffle=train, seed=args.seed, drop_last=train)
     loader = DataLoader(
@@ -686,10 +879,212 @@ def folder_batches(args, split: str, rank: int, world: int, device) -> LoaderBat
         drop_last=train,
         pin_memory=device.type == "cuda",
         persistent_workers=args.workers > 0,
-        multiprocessing_context=loader_context(args),
+        multiprocessing_context=working_context(loader_context(args), rank),
     )
     after = GpuDecoder(args.image_size, device) if gpu else None
-    return LoaderBatches(loader, sampler, args.batch_size, after)
+    return LoaderBatches(loader, sampler, args.batch_size, len(dataset), after)
+
+
+# ----- WebDataset shards: DIR/<split>/*.tar, each sample an image and its class (.cls)
+IMAGE_KEYS = ("jpg", "jpeg", "png", "webp", "ppm", "pgm", "bmp", "tif", "tiff")
+SHUFFLE_BUFFER = 1000  # samples a loader process holds (as file bytes) to shuffle them
+
+
+def import_webdataset():
+    try:
+        import webdataset
+    except ImportError as exc:
+        raise Abort(
+            f"reading WebDataset shards needs webdataset ({exc}): pip install webdataset"
+        ) from None
+    return webdataset
+
+
+def shard_index(root: Path) -> tuple[list[tuple[str, int]], list[str] | None]:
+    """(shard path, samples) for each root/*.tar, and the class names: from the shards.json that
+    make_shards.py writes, else counted from the tar headers (samples with an image and a .cls)."""
+    index = root / "shards.json"
+    if index.is_file():
+        import json
+
+        data = json.loads(index.read_text())
+        return [(str(root / s["file"]), int(s["samples"])) for s in data["shards"]], data.get(
+            "classes"
+        )
+    import tarfile
+
+    base_plus_ext = import_webdataset().tariterators.base_plus_ext
+    shards = []
+    for path in sorted(root.glob("*.tar")):
+        members: dict[str, set] = {}
+        try:
+            with tarfile.open(path) as tar:
+                for member in tar:
+                    key, ext = base_plus_ext(member.name)
+                    if key and member.isfile():
+                        members.setdefault(key, set()).add(ext.lower())
+        except (tarfile.TarError, OSError) as exc:
+            raise Abort(f"{path}: not a readable tar file ({exc})") from None
+        whole = sum(1 for exts in members.values() if "cls" in exts and exts & set(IMAGE_KEYS))
+        shards.append((str(path), whole))
+    return shards, None
+
+
+def deal_shards(shards: list[tuple[str, int]], slots: int) -> list[list[tuple[str, int]]]:
+    """Shards dealt to ``slots`` readers, each shard (largest first) to the reader that holds the
+    fewest samples so far: the same deal on every rank, in every epoch."""
+    dealt: list[list[tuple[str, int]]] = [[] for _ in range(slots)]
+    held = [0] * slots
+    for shard in sorted(shards, key=lambda s: (-s[1], s[0])):
+        k = held.index(min(held))
+        dealt[k].append(shard)
+        held[k] += shard[1]
+    return dealt
+
+
+class ShardSamples(torch.utils.data.IterableDataset):
+    """One rank's batches from WebDataset shards, read by the webdataset package.
+
+    The shards are dealt once to readers, ``workers`` per rank (one where there are no loader
+    processes). Each epoch a reader reads its shards in an order drawn from (seed, epoch, rank,
+    reader), through a shuffle buffer drawn the same way, decodes each sample with a crop seeded
+    by its place in that stream, and yields ``per_reader`` batches: as many as the reader with
+    the fewest samples can fill, so every rank takes the same number of steps. The DataLoader
+    takes batch b of an epoch from reader b mod workers; a run resumed after ``done`` batches
+    lets each reader pass over (read, not decode) the batches it had given, and starts the
+    rotation at reader ``done`` mod workers: it sees what an uninterrupted run would have seen.
+    Without shuffling (evaluation) every sample is read once, the last batch of a reader short.
+    """
+
+    def __init__(self, readers, rank, batch_size, decode, collate, seed, train, per_reader):
+        self.readers, self.rank, self.batch_size = readers, rank, batch_size
+        self.decode, self.collate, self.seed, self.train = decode, collate, seed, train
+        self.per_reader = per_reader
+        self.epoch = self.done = 0
+
+    def start(self, epoch: int, done: int, batch_size: int) -> None:
+        self.epoch, self.done = epoch, done
+
+    def __len__(self) -> int:
+        if self.train:
+            return len(self.readers) * self.per_reader - self.done
+        return sum(math.ceil(sum(n for _, n in r) / self.batch_size) for r in self.readers)
+
+    def samples(self, shards: list[tuple[str, int]]):
+        """The (image bytes, label) pairs of ``shards``, in the order of the epoch."""
+        wds = import_webdataset()
+        for path, _ in shards:
+            try:
+                for sample in wds.tariterators.tarfile_samples([{"url": path}]):
+                    image = next((sample[k] for k in sample if k.lower() in IMAGE_KEYS), None)
+                    if image is not None and "cls" in sample:
+                        yield image, int(sample["cls"])
+            except Exception as exc:  # tarfile's, the file system's, a .cls that is no number
+                raise DataError(f"{path}: not a readable WebDataset shard ({exc})") from None
+
+    def __iter__(self):
+        import itertools
+
+        info = torch.utils.data.get_worker_info()
+        workers, physical = (1, 0) if info is None else (info.num_workers, info.id)
+        reader = (physical + self.done) % workers if self.train else physical
+        shards = list(self.readers[reader])
+        if self.train:
+            rng = random.Random(seed_of(self.seed, self.epoch, self.rank, reader))
+            rng.shuffle(shards)
+            stream = import_webdataset().filters.shuffle(SHUFFLE_BUFFER, rng=rng)(
+                self.samples(shards)
+            )
+            wanted = self.per_reader * self.batch_size
+            skipped = (self.done // workers + (reader < self.done % workers)) * self.batch_size
+            stream = itertools.islice(stream, skipped, wanted)
+            position = skipped
+        else:
+            stream, wanted, position = self.samples(shards), sum(n for _, n in shards), 0
+        batch = []
+        for data, label in stream:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed_of(self.seed, self.epoch, self.rank, reader, position))
+                batch.append((self.decode(data), label))
+            position += 1
+            if len(batch) == self.batch_size:
+                yield self.collate(batch)
+                batch = []
+        if batch and not self.train:
+            yield self.collate(batch)
+        if position < wanted:
+            raise DataError(
+                f"the shards of reader {reader} of rank {self.rank} hold {position} samples, "
+                f"fewer than their index says ({wanted}): write shards.json again"
+            )
+
+
+def shard_batches(args, split: str, rank: int, world: int, device) -> LoaderBatches:
+    """Batches from DIR/<split>/*.tar (WebDataset shards), decoded by the CPU loader or planned
+    for the GPU decoder (--loader gpu-decode)."""
+    import io
+
+    from PIL import Image
+    from torch.utils.data import default_collate
+
+    shards, _ = shard_index(args.data_dir / split)
+    train = split == "train"
+    if len(shards) < world:
+        raise Abort(
+            f"{args.data_dir / split}: {len(shards)} shard(s) for {world} ranks: write at least "
+            "one shard per rank (make_shards.py --per-shard)"
+        )
+    per_rank = len(shards) // world
+    if args.workers > per_rank:
+        if rank == 0:
+            warn(f"{len(shards)} shard(s) for {world} rank(s): {per_rank} loader process(es) each")
+        args.workers = per_rank
+    slots = max(1, args.workers)
+    readers = deal_shards(shards, world * slots)
+    held = [sum(n for _, n in r) for r in readers]
+    per_reader = min(held) // args.batch_size
+    images = sum(held)
+    unread = images - per_reader * args.batch_size * len(readers)
+    if train and rank == 0 and unread > images // 10:
+        warn(
+            f"{unread} of {images} training images go unread each epoch: the {len(shards)} "
+            f"shards fill {len(readers)} readers ({world} rank(s) x {slots}) unevenly; write "
+            "smaller shards or use fewer --workers"
+        )
+    gpu = args.loader == "gpu-decode"
+    if gpu:
+        plan = CropPlan(args.image_size, train)
+
+        def decode(data):
+            return plan(EncodedImage.from_bytes(data))
+
+        collate = collate_planned
+    else:
+        transform = folder_transform(args, split)
+
+        def decode(data):
+            return transform(Image.open(io.BytesIO(data)))
+
+        collate = default_collate
+    dataset = ShardSamples(
+        readers[rank * slots : (rank + 1) * slots],
+        rank,
+        args.batch_size,
+        decode,
+        collate,
+        args.seed + (not train),
+        train,
+        per_reader,
+    )
+    loader = DataLoader(
+        dataset,
+        batch_size=None,  # the readers make the batches
+        num_workers=args.workers,
+        pin_memory=device.type == "cuda",
+        multiprocessing_context=working_context(loader_context(args), rank),
+    )
+    after = GpuDecoder(args.image_size, device) if gpu else None
+    return LoaderBatches(loader, dataset, args.batch_size, images, after)
 
 
 # ----- --loader gpu-decode: loader processes read each file and plan its crop; the GPU decodes
@@ -701,11 +1096,14 @@ class EncodedImage:
 
     @classmethod
     def read(cls, path: str) -> EncodedImage:
+        return cls.from_bytes(Path(path).read_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> EncodedImage:
         import io
 
         from PIL import Image
 
-        data = Path(path).read_bytes()
         with Image.open(io.BytesIO(data)) as im:
             # nvJPEG decodes baseline and progressive colour JPEGs; others go the CPU's way
             on_gpu = im.format == "JPEG" and im.mode == "RGB"
@@ -758,8 +1156,10 @@ def collate_planned(samples):
 
 
 class GpuDecoder:
-    """Decodes a batch of JPEGs on the GPU (nvJPEG through torchvision.io.decode_jpeg), crops
-    and resizes each image there: the CPU only reads files."""
+    """Decodes a batch of JPEGs on the GPU (nvJPEG through torchvision.io.decode_jpeg), then
+    crops and resizes the whole batch in one call (torchvision.ops.roi_align, which averages
+    bilinear samples over each output pixel's area, as an antialiased resize does): the CPU
+    only reads files. On the CPU the same steps run with libjpeg-turbo (the tests' way)."""
 
     def __init__(self, size: int, device):
         from torchvision.io import ImageReadMode, decode_jpeg
@@ -772,28 +1172,73 @@ class GpuDecoder:
     def decode_all(self, jpegs: list) -> list:
         if not jpegs:
             return []
+        if self.device.type == "cuda":
+            # nvJPEG's hardware decoder (A100, H100) writes its output before work already
+            # queued on the stream has run, into memory that PyTorch's allocator may have just
+            # handed back from that work: wrong numbers, or NaN losses, far from the decoder.
+            # Wait for the stream first (pytorch/vision#9606, meta-pytorch/torchcodec#1634).
+            torch.cuda.current_stream(self.device).synchronize()
         if self.batched:
             return self.decode(jpegs, mode=self.rgb, device=self.device)
         return [self.decode(j, mode=self.rgb, device=self.device) for j in jpegs]
 
     def __call__(self, batch):
         payloads, boxes, flips, labels = batch
-        decoded = iter(self.decode_all([p for p in payloads if p.dim() == 1]))
-        size = [self.size, self.size]
-        out = torch.empty(len(payloads), 3, *size, device=self.device)
-        for i, (payload, (top, left, h, w)) in enumerate(zip(payloads, boxes.tolist())):  # noqa: B905
-            if payload.dim() == 1:
-                crop = next(decoded)[None, :, top : top + h, left : left + w].float()
-                out[i] = nn.functional.interpolate(
-                    crop, size=size, mode="bilinear", antialias=True, align_corners=False
-                )[0]
-            else:  # decoded, cropped and flipped on the CPU
-                out[i] = payload.to(self.device, non_blocking=True)
-        gpu_flips = flips.to(self.device) & torch.tensor([p.dim() == 1 for p in payloads]).to(
-            self.device
+        on_gpu = [p.dim() == 1 for p in payloads]
+        decoded = self.decode_all([p for p, gpu in zip(payloads, on_gpu) if gpu])  # noqa: B905
+        crops = iter(
+            image[:, top : top + h, left : left + w]
+            for image, (top, left, h, w) in zip(decoded, boxes[on_gpu].tolist())  # noqa: B905
         )
+        out = torch.empty(len(payloads), 3, self.size, self.size, device=self.device)
+        gpu_rows = [i for i, gpu in enumerate(on_gpu) if gpu]
+        for rows in self.groups(gpu_rows, boxes):
+            out[rows] = self.resize([next(crops) for _ in rows])
+        for i in (i for i, gpu in enumerate(on_gpu) if not gpu):  # done on the CPU
+            out[i] = payloads[i].to(self.device, non_blocking=True)
+        gpu_flips = flips.to(self.device) & torch.tensor(on_gpu, device=self.device)
         out = torch.where(gpu_flips[:, None, None, None], out.flip(-1), out)
         return out, labels
+
+    @staticmethod
+    def groups(rows: list[int], boxes, limit: int = 1 << 28) -> list[list[int]]:
+        """``rows`` in consecutive groups whose canvas (see resize) stays under ``limit`` bytes
+        of float32: a batch of ImageNet-sized crops is one group; huge photos make several."""
+        out: list[list[int]] = []
+        tall = wide = 0
+        for i in rows:
+            h, w = int(boxes[i, 2]) + 1, int(boxes[i, 3]) + 1
+            grown = (max(tall, h), max(wide, w))
+            if out and (len(out[-1]) + 1) * 3 * grown[0] * grown[1] * 4 > limit:
+                out.append([])
+                grown = (h, w)
+            elif not out:
+                out.append([])
+            out[-1].append(i)
+            tall, wide = grown
+        return out
+
+    def resize(self, crops: list) -> torch.Tensor:
+        """The crops (uint8, 3 x h x w each) resized to size x size in one roi_align call."""
+        from torchvision.ops import roi_align
+
+        # each crop into the corner of one canvas a pixel larger than the largest, its last row
+        # and column repeated once: samples at a crop's far edges then blend with its own edge,
+        # as a resize of the crop alone does, not with the canvas
+        tall = max(c.shape[1] for c in crops) + 1
+        wide = max(c.shape[2] for c in crops) + 1
+        canvas = torch.zeros(len(crops), 3, tall, wide, dtype=torch.uint8, device=self.device)
+        for i, crop in enumerate(crops):
+            h, w = crop.shape[1:]
+            canvas[i, :, :h, :w] = crop
+            canvas[i, :, h, :w] = crop[:, -1]
+            canvas[i, :, : h + 1, w] = canvas[i, :, : h + 1, w - 1]
+        rois = torch.zeros(len(crops), 5, device=self.device)
+        rois[:, 0] = torch.arange(len(crops), device=self.device)  # which canvas image
+        sizes = torch.tensor([c.shape[1:] for c in crops], dtype=torch.float32)
+        rois[:, 3:] = sizes.flip(1).to(self.device)  # x2, y2 = w, h
+        size = (self.size, self.size)
+        return roi_align(canvas.float(), rois, size, sampling_ratio=-1, aligned=True).clamp_(0, 255)
 
 
 # ----- --loader dali: NVIDIA DALI reads, decodes (GPU) and augments
@@ -919,6 +1364,16 @@ def loader_workers(args, world: int, device) -> int:
     return min(spare, {"cpu": 32, "gpu-decode": 4, "dali": 16}[args.loader])
 
 
+def classes_of(args, root: Path) -> int:
+    """How many classes the training data has: its class folders, or the classes that
+    shards.json lists (--num-classes for shards without one)."""
+    if data_format(args.data_dir, "train")[0] == "shards":
+        return len(shard_index(root)[1] or range(args.num_classes))
+    from torchvision.datasets.folder import find_classes
+
+    return len(find_classes(str(root))[0])
+
+
 def make_batches(args, split: str, rank: int, world: int, device, num_classes: int):
     if args.data_dir is None:
         steps = args.steps_per_epoch or 500
@@ -934,8 +1389,13 @@ def make_batches(args, split: str, rank: int, world: int, device, num_classes: i
             device,
             split=int(split != "train"),
         )
+    shards = data_format(args.data_dir, split)[0] == "shards"
+    if args.loader == "dali" and shards:
+        raise Abort("--loader dali reads image folders: use --loader cpu or gpu-decode for shards")
     if args.loader == "dali":
         return DaliBatches(args, split, rank, world, device)
+    if shards:
+        return shard_batches(args, split, rank, world, device)
     return folder_batches(args, split, rank, world, device)
 
 
@@ -1190,9 +1650,7 @@ def main(argv=None) -> int:
     args.workers = loader_workers(args, world, device)
     num_classes = args.num_classes
     if args.data_dir is not None:
-        from torchvision.datasets.folder import find_classes
-
-        num_classes = len(find_classes(str(args.data_dir / "train"))[0])
+        num_classes = classes_of(args, args.data_dir / "train")
         if rank == 0:
             log(f"data: {args.data_dir}, loader {args.loader}, {args.workers} worker(s) per rank")
     batches = make_batches(args, "train", rank, world, device, num_classes)
@@ -1338,6 +1796,10 @@ def run(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
     except OutOfMemoryError:
         print("error: out of GPU memory: lower --batch-size", file=sys.stderr, flush=True)
+    except RuntimeError as exc:  # PyTorch's handler of SIGCHLD raises this anywhere
+        if not str(exc).startswith("DataLoader worker"):
+            raise
+        print(f"error: {loader_death(exc)}", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         return 130
     finally:
@@ -1346,4 +1808,12 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    status = 1
+    try:
+        status = run()
+    finally:
+        if status != 0:  # the error is printed; what is left must not hang the job
+            import faulthandler
+
+            faulthandler.dump_traceback_later(TEARDOWN_S, exit=True)
+    sys.exit(status)
