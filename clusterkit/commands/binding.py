@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 LAUNCHERS = {"srun"}
 

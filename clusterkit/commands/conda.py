@@ -9,10 +9,10 @@ the packages they ask for.
   takes whatever the channel holds that day. The channel is the first ``-c``, else the first
   one ``conda config --prepend/--add channels`` put in front earlier in the snippet, else
   conda-forge (Miniforge's default). Where a manifest of the channel is recorded
-  (:func:`clusterkit.channels.find_manifest`), the pins, the Python and the node's platform
+  (:func:`clusterkit.sites.channels.find_manifest`), the pins, the Python and the node's platform
   are judged against it; where none is, the command is reported "unresolvable here".
 * A command that installs the frameworks of a stack the page names is held to that stack's
-  versions, channel and Python (:mod:`clusterkit.stack_installs`).
+  versions, channel and Python (:mod:`clusterkit.commands.stack_installs`).
 * ``conda config --set`` is judged for the settings pages use (``channel_priority``).
 """
 
@@ -23,17 +23,20 @@ import shlex
 from functools import cache
 from pathlib import Path
 
-from clusterkit import channels, install_target, stack_installs
-from clusterkit.errors import Finding
+from clusterkit.commands import install_target, stack_installs
+from clusterkit.commands.registry import register
 from clusterkit.grammars import conda_cli
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT, Site
+from clusterkit.grammars import myst as P
+from clusterkit.sites import channels
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, Site
 
 DEFAULT_CHANNEL = "conda-forge"
 _SPEC = re.compile(r"^(?:(?P<channel>[^:\s]+)::)?(?P<name>[A-Za-z0-9_.-]+)(?P<rest>.*)$")
 _DOC = re.compile(r"\{doc\}`(?:[^`<]*<)?(?P<target>[^`>]+)>?`")
 
 
+@register("conda")
 def check(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
     try:
         cmd = conda_cli.parse(list(words[1:]))
@@ -192,7 +195,7 @@ def _channel(cmd, snippet: str) -> str:
 
 
 def _against_manifest(page, line: int, cmd, specs, manifest, target) -> list[Finding]:
-    """Pinned specs against a recorded manifest (:class:`clusterkit.channels.Manifest`)."""
+    """Pinned specs against a recorded manifest (:class:`clusterkit.sites.channels.Manifest`)."""
     entries = manifest.data["packages"]
     where = manifest.data.get("title", manifest.channel)
     archs = {channels.arch_of(p) for e in entries for p in e["platforms"]}

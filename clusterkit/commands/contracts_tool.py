@@ -8,7 +8,7 @@ plus a regex the surrounding text must match, e.g. DeepCam vs CosmoFlow), how it
 
 Reading a parser, from most to least faithful:
 
-* ``introspect``: :func:`clusterkit.contracts.introspect`, the script run with ``parse_args``
+* ``introspect``: :func:`clusterkit.sites.contracts.introspect`, the script run with ``parse_args``
   intercepted (needs the script's imports installed);
 * ``introspect-stubbed``: the same, with every module that cannot be imported here (torch,
   tensorflow, horovod, apex, ...) replaced by an inert stand-in; the parser is still built by
@@ -19,14 +19,14 @@ Reading a parser, from most to least faithful:
 
 Maintainer commands::
 
-    python -m clusterkit.lint.contracts_tool regenerate --checkout DIR --script PATH \\
+    python -m clusterkit.commands.contracts_tool regenerate --checkout DIR --script PATH \\
         --name NAME --commit SHA [--repo URL] [--method auto|introspect|stubbed|absl]
-    python -m clusterkit.lint.contracts_tool check      # every invocation in docs/ and examples/
-    python -m clusterkit.lint.contracts_tool show NAME
+    python -m clusterkit.commands.contracts_tool check   # every invocation in docs/, examples/
+    python -m clusterkit.commands.contracts_tool show NAME
 
 ``check`` reads every shell code block and inline code span of the pages and every example,
 finds each ``*.py`` script a command runs (also after srun, jsrun, torchrun, ddlrun,
-singularity exec, ...), and judges its arguments with :func:`clusterkit.contracts.
+singularity exec, ...), and judges its arguments with :func:`clusterkit.sites.contracts.
 check_invocation` against the third-party contract or, for the project's own examples, the
 contract read from the example itself.
 """
@@ -49,10 +49,10 @@ from typing import Any
 
 import yaml
 
-from clusterkit import contracts as C
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.sites import contracts as C
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 CONTRACTS_DIR = ROOT / "contracts"
 CACHE_DIR = ROOT / ".cache" / "contracts"
@@ -201,7 +201,7 @@ def introspect_stubbed(script: Path, force: tuple[str, ...] = HEAVY, timeout: in
 def own_contract_fast(script: Path) -> C.Contract:
     """An example's contract without importing torch/TensorFlow.
 
-    The real introspection's cache (clusterkit.contracts) is used when it has this version of
+    The real introspection's cache (clusterkit.sites.contracts) is used when it has this version of
     the file; otherwise the parser is read with the frameworks stubbed, and cached by hash.
     """
     script = Path(script).resolve()
@@ -484,7 +484,10 @@ def regenerate(
     parser: dict[str, Any]
     if method == "introspect":
         data = C.introspect(path)
-        how = "introspect: clusterkit.contracts.introspect ran the script, parse_args intercepted"
+        how = (
+            "introspect: clusterkit.sites.contracts.introspect ran the script, "
+            "parse_args intercepted"
+        )
         parser = {"kind": "argparse", "allow_abbrev": True}
     elif method == "stubbed":
         data = introspect_stubbed(path)
@@ -521,7 +524,7 @@ def regenerate(
         "invoked_as": invoked_as or [script],
         "invoked_in_context": [{"path": Path(script).name, "context": c} for c in (context or [])],
         "generated_by": (
-            "python -m clusterkit.lint.contracts_tool regenerate --checkout DIR "
+            "python -m clusterkit.commands.contracts_tool regenerate --checkout DIR "
             f"--script {script} --name {name} --commit {commit}"
             + (f" --method {method}" if method != "auto" else "")
         ),
@@ -651,38 +654,6 @@ def _runs_script(words: tuple[P.Word, ...], i: int) -> bool:
         "ddlrun",
         "bede-ddlrun",
     } and words[i - 1].text not in {"-o", "-e", "--output"}
-
-
-_FRAMEWORK_WORDS = {
-    "pytorch": r"torch|pytorch",
-    "tensorflow": r"tensorflow|keras|\btf\b",
-}
-
-
-def own_script(script: str, root: Path = ROOT, context: str = "") -> Path | None:
-    """The project example a command runs, by name; when several examples share the name
-    (examples/pytorch/train_resnet.py, examples/tensorflow/train_resnet_keras.py), the one whose
-    framework the surrounding text names."""
-    name = Path(script).name
-    if script.startswith(("benchmarks/", "./benchmarks/")):
-        bench = root / script.removeprefix("./")
-        if bench.is_file():  # the benchmark scripts, run from the repository root
-            return bench
-    hits = sorted(p for p in (root / "examples").rglob(name) if p.is_file())
-    if len(hits) <= 1:
-        return hits[0] if hits else None
-    if "/" in script:
-        exact = [h for h in hits if str(h).endswith("/" + script.lstrip("./"))]
-        if len(exact) == 1:
-            return exact[0]
-    scored = []
-    for h in hits:
-        pattern = _FRAMEWORK_WORDS.get(h.parent.name, re.escape(h.parent.name))
-        scored.append((len(re.findall(pattern, context, re.I)), h))
-    scored.sort(key=lambda t: -t[0])
-    if scored[0][0] and scored[0][0] > scored[1][0]:
-        return scored[0][1]
-    return None
 
 
 def _bad_word_line(message: str, args: tuple[P.Word, ...], default: int) -> int:
@@ -824,7 +795,7 @@ def check_command(
             if problem:
                 out.append(Finding(path, w.line, "script-contract", problem))
                 continue
-            target = own_script(text, root, f"{path}\n{context}")
+            target = C.own_script(text, root, f"{path}\n{context}")
             if target is None:
                 out.append(
                     Finding(
@@ -832,7 +803,7 @@ def check_command(
                         w.line,
                         "script-contract",
                         f"no command-line contract for {text}: add one under contracts/ "
-                        "(python -m clusterkit.lint.contracts_tool regenerate ...)",
+                        "(python -m clusterkit.commands.contracts_tool regenerate ...)",
                         level="warning",
                     )
                 )

@@ -3,7 +3,7 @@
 * ``tar``: GNU tar reads the command line in an empty scratch directory, every absolute path
   moved under it; a usage error (tar's "Try 'tar --help'") is a finding, a missing file is not
   (the data is the reader's). An absolute path on one of the site's file systems is judged
-  against the profile (:mod:`clusterkit.path_checks`).
+  against the profile (:mod:`clusterkit.commands.paths`).
 * ``rsync``: run with ``--dry-run`` in a scratch directory, each remote ``[USER@]HOST:PATH``
   and absolute path replaced by a local stand-in, the sources made as empty files and the
   destination as a folder: rsync must accept the options and copy nothing. The path of a
@@ -18,9 +18,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from clusterkit import path_checks
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.commands import paths as path_checks
+from clusterkit.commands.registry import register
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 _REMOTE = re.compile(r"^(?:[^@/:\s]+@)?[^@/:\s]+:(?P<path>.*)$")
 TAR_USAGE = "Try 'tar --help'"
@@ -43,6 +44,7 @@ def _site_paths(page, line: int, paths: list[str], site: Site | None) -> list[Fi
     return [f for f in found if f is not None and f.level == "error"]
 
 
+@register("tar")
 def check_tar(page, line: int, words: list[str], site: Site | None, snippet: str = ""):
     tar = shutil.which("tar")
     if tar is None:
@@ -64,6 +66,7 @@ def check_tar(page, line: int, words: list[str], site: Site | None, snippet: str
     return _site_paths(page, line, [w for w in words[1:] if not w.startswith("-")], site)
 
 
+@register("rsync")
 def check_rsync(page, line: int, words: list[str], site: Site | None, snippet: str = ""):
     rsync = shutil.which("rsync")
     if rsync is None:

@@ -19,7 +19,7 @@ A marker covers only the entries it names (an entry's ``names``, e.g. "ddlrun" o
 so a box about WMLCE does not excuse a ``pip --install-option`` below it. A historical marker
 that does not name a replacement is itself an error (``historical-marker``).
 
-``python -m clusterkit.lint.deprecations`` lints the tree; ``--list`` prints the registry.
+``python -m clusterkit.commands.deprecations`` lints the tree; ``--list`` prints the registry.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import jsonschema
 
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 REGISTRY = ROOT / "lint" / "deprecations.yaml"
 
@@ -140,7 +140,7 @@ class Entry:
 
 def validate(data: object, path: Path = REGISTRY) -> list[Finding]:
     """Schema errors of a registry, each with the file and the line of the entry."""
-    from clusterkit.profiles import line_of
+    from clusterkit.sites.profiles import line_of
 
     validator = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
     out = []
@@ -169,7 +169,7 @@ def validate(data: object, path: Path = REGISTRY) -> list[Finding]:
 
 
 def load_registry(path: Path = REGISTRY) -> tuple[Entry, ...]:
-    from clusterkit.profiles import load_yaml
+    from clusterkit.sites.profiles import load_yaml
 
     data = load_yaml(path)
     problems = validate(data, path)
@@ -410,7 +410,7 @@ def lint_page(path: Path, text: str | None = None) -> list[Finding]:
 def prose_lines(page: P.Page) -> list[tuple[int, str]]:
     """The page's sentences, line by line, outside code blocks, with code spans and link
     targets blanked (code spans are linted on their own; a URL is not a command)."""
-    from clusterkit import prose
+    from clusterkit.grammars import prose
 
     out = []
     for para in prose.paragraphs(page):

@@ -4,9 +4,9 @@
   does not exist, so nothing is fetched: curl exits 2 when it refuses an option.
 * The URL (``$base/...`` resolved from assignments earlier in the snippet) must be a file
   recorded in ``contracts/downloads.yaml``, or its checksum file, built for the architecture of
-  the node the page runs it on (:mod:`clusterkit.install_target`).
+  the node the page runs it on (:mod:`clusterkit.commands.install_target`).
 * ``bash INSTALLER OPTIONS``: a recorded installer's own options (``-b -p PREFIX``); an absolute
-  prefix is judged against the profile's file systems (:mod:`clusterkit.path_checks`).
+  prefix is judged against the profile's file systems (:mod:`clusterkit.commands.paths`).
 * ``sha256sum``: coreutils' options.
 """
 
@@ -22,9 +22,11 @@ from pathlib import Path
 
 import yaml
 
-from clusterkit import install_target, path_checks
-from clusterkit.errors import Finding
-from clusterkit.profiles import ROOT, Site
+from clusterkit.commands import install_target
+from clusterkit.commands import paths as path_checks
+from clusterkit.commands.registry import register
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, Site
 
 RECORD = ROOT / "contracts" / "downloads.yaml"
 CURL_USAGE_ERROR = 2
@@ -68,6 +70,7 @@ def _expand(word: str, snippet: str) -> str:
     return re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]).strip("'\""), word)
 
 
+@register("curl")
 def check_curl(page, line: int, words: list[str], site: Site, snippet: str = ""):
     urls = [i for i, w in enumerate(words) if re.match(r"^(\$\{?\w+\}?/|https?://|ftp://)", w)]
     out = []
@@ -96,6 +99,7 @@ def check_curl(page, line: int, words: list[str], site: Site, snippet: str = "")
     return out
 
 
+@register("sha256sum")
 def check_sha256sum(page, line: int, words: list[str], site=None, snippet: str = ""):
     for w in words[1:]:
         if w.startswith("-") and w not in SHA256SUM:

@@ -3,7 +3,7 @@ each tool reads (``contracts/environment.yaml``).
 
 A variable whose name starts with a recorded prefix (``NCCL_``, ``APPTAINER_``) must be one the
 tool reads, with a value it takes; a path value must lie on the site's file systems
-(:mod:`clusterkit.path_checks`). A block of settings only (exports and assignments) is run in
+(:mod:`clusterkit.commands.paths`). A block of settings only (exports and assignments) is run in
 bash, with ``set -e`` and a bare environment, so a setting the shell refuses
 (``export NCCL_DEBUG = INFO``) fails there.
 """
@@ -16,9 +16,9 @@ from functools import cache
 
 import yaml
 
-from clusterkit import path_checks
-from clusterkit.errors import Finding
-from clusterkit.profiles import ROOT, Site
+from clusterkit.commands import paths as path_checks
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, Site
 
 RECORD = ROOT / "contracts" / "environment.yaml"
 _NAME = re.compile(r"^[A-Za-z_]\w*$")

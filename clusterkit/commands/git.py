@@ -19,8 +19,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from clusterkit.errors import Finding
-from clusterkit.profiles import ROOT
+from clusterkit.commands.registry import register
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 USAGE_ERROR = 129
 _CLONE_VALUED = {
@@ -44,6 +45,7 @@ def _norm(url: str) -> str:
     return url.rstrip("/").removesuffix(".git").lower()
 
 
+@register("git", site_free=True)
 def check(page, line: int, words: list[str], site=None, snippet: str = "") -> list[Finding]:
     args = list(words[1:])
     out = []

@@ -1,8 +1,8 @@
 """Which node and which Python an install command on a page is meant for.
 
 ``pip install`` (and ``conda create``) shown on a page runs on a cluster node, so it is resolved
-for that node's architecture and Python (:mod:`clusterkit.installs`), not for the test machine.
-The target comes from the first of these that applies:
+for that node's architecture and Python (:mod:`clusterkit.commands.installs`), not for the
+test machine. The target comes from the first of these that applies:
 
 Node type
   1. the page's front matter ``stacks: [site/name, ...]``: the stack of the command's site
@@ -33,9 +33,9 @@ import re
 from functools import cache
 from pathlib import Path
 
-from clusterkit.installs import Target
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT, NodeType, Site, Stack
+from clusterkit.commands.installs import Target
+from clusterkit.grammars import myst as P
+from clusterkit.sites.profiles import ROOT, NodeType, Site, Stack
 
 ARCH_WORDS = [
     (re.compile(r"aarch64|arm64|Grace[- ]Hopper|GH200", re.I), "aarch64"),

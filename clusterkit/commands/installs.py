@@ -14,7 +14,7 @@ ppc64le POWER9) and another Python. The resolution here asks what that node woul
 * Resolutions are cached under ``.cache/installs/`` keyed by the requirements, platform,
   Python and index, so a warm run asks no index.
 * Indexes CI cannot reach (download.pytorch.org, conda channels) are judged against recorded
-  manifests (:mod:`clusterkit.channels`); where none is recorded the command is reported as
+  manifests (:mod:`clusterkit.sites.channels`); where none is recorded the command is reported as
   "unresolvable here" (a warning), never passed in silence.
 """
 
@@ -28,10 +28,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit import channels
-from clusterkit.errors import Finding
 from clusterkit.grammars import pip_cli
-from clusterkit.profiles import ROOT
+from clusterkit.sites import channels
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 CACHE = ROOT / ".cache" / "installs"
 PYPI = "https://pypi.org/simple"

@@ -14,7 +14,7 @@ Pages get their site from a ``% test: site`` marker, the enclosing site tab or t
 ``site:`` front matter; examples from ``examples/<site>/``. A module command with no site to
 judge it against fails (``module-site``).
 
-``python -m clusterkit.lint.inventories [--sites-dir DIR]`` checks the tree (``--sites-dir``
+``python -m clusterkit.commands.inventories [--sites-dir DIR]`` checks the tree (``--sites-dir``
 points it at other profiles, e.g. a refreshed proposal).
 """
 
@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 
 from clusterkit.emulate import modules as M
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT, Site, load_profile, profile_paths
+from clusterkit.grammars import myst as P
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, Site, load_profile, profile_paths
 
 LOAD = {"load", "add", "try-load", "try-add", "switch", "swap"}
 
@@ -45,7 +45,7 @@ class Sites:
             return None
         if name not in self._cache:
             if self.dir is None:
-                from clusterkit.profiles import load_site
+                from clusterkit.sites.profiles import load_site
 
                 self._cache[name] = load_site(name)
             else:

@@ -1,35 +1,39 @@
-"""The scheduler and launcher emulation as the page checks call it: the one place outside
-``clusterkit.emulate`` that imports it, so a change of its layout is one edit here.
+"""Commands that ask for a job or run in one, each judged by the scheduler and launcher
+emulation (:mod:`clusterkit.emulate`) and registered under its name:
 
-Every function takes words or text as a page shows them and returns findings (or the emulator's
-report, whose ``plan`` describes the allocation).
+* ``sbatch FILE`` / ``bsub FILE``: the job script the page includes, with the options before it;
+* ``salloc OPTIONS [COMMAND]``: the allocation, judged like a batch job with those options;
+* a launcher the site's profile lists (``srun``, ``mpirun``, ...): typed at a login node, the
+  allocation it makes or the running job it joins; else a step of the job it runs in, with the
+  command it starts handed to that command's own judge; ``jsrun`` and ``torchrun`` by their
+  launch rules;
+* a site's wrappers of a Slurm client (Bede's ``ghbatch``): the client's options, a new
+  allocation on the partitions the wrapper serves;
+* ``module`` / ``ml``: the site's module inventory;
+* ``squeue``, ``sacct``, ``scontrol``, ``seff``: Slurm's query grammar.
+
+The inline checks hand the options a sentence gives these tools to the same functions.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from clusterkit.commands import paths, registry
+from clusterkit.commands.registry import register, register_kind
+from clusterkit.commands.shell import NEUTRAL
 from clusterkit.emulate import allocation as _allocation
 from clusterkit.emulate import body as _body
-from clusterkit.emulate import container_options as _container_options
-from clusterkit.emulate import containers as _containers
 from clusterkit.emulate import jsrun as _jsrun
 from clusterkit.emulate import lsf as _lsf
 from clusterkit.emulate import modules as _modules
-from clusterkit.emulate import programs as _programs
-from clusterkit.emulate import registry as _registry
-from clusterkit.emulate import report as _report
+from clusterkit.emulate import registry as _emulate_registry
 from clusterkit.emulate import sbatch as _sbatch
-from clusterkit.emulate import script as _script
 from clusterkit.emulate import slurm_options as _slurm_options
-from clusterkit.emulate import torchrun as _torchrun
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
-from clusterkit.profiles import all_sites as _all_sites
-
-Report = _report.Report
-ContainerOptionError = _container_options.ContainerOptionError
-TorchrunError = _torchrun.TorchrunError
+from clusterkit.emulate.report import Report
+from clusterkit.grammars import slurm_query
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 
 def slurm_job(
@@ -53,14 +57,40 @@ def lsf_job(
     return _lsf.check_lsf_script(path, site, argv, text=text, first_line=first_line)
 
 
-def allocation(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:
-    """``salloc OPTIONS [COMMAND]``: the allocation judged like a batch job with those options."""
-    from clusterkit.emulate import slurm_options
+@register("sbatch", "bsub")
+def submission(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    """``sbatch [OPTIONS] FILE`` / ``bsub FILE``: FILE must be a job script of the site's
+    examples, judged under the site's scheduler."""
+    args = list(words[1:])
+    files = [a for a in args if not a.startswith("-")]
+    if not files:
+        return [Finding(page, line, "submit-file", "submission names no script")]
+    target = site.example(files[0])
+    if target is None:
+        return [
+            Finding(
+                page,
+                line,
+                "submit-file",
+                f"{files[0]} is not a file under "
+                f"examples/{site.name}/: show the file the page includes",
+            )
+        ]
+    if site.scheduler == "slurm":
+        opts = args[: args.index(files[0])]
+        return slurm_job(target, site, opts).errors
+    return lsf_job(target, site).errors
 
+
+@register("salloc")
+def allocation(
+    path: Path | str, line: int, words: list[str], site: Site, snippet: str = ""
+) -> list[Finding]:
+    """``salloc OPTIONS [COMMAND]``: the allocation judged like a batch job with those options."""
     argv = list(words[1:])
     try:
-        parsed = slurm_options.parse("salloc", argv)
-    except slurm_options.OptionError as exc:
+        parsed = _slurm_options.parse("salloc", argv)
+    except _slurm_options.OptionError as exc:
         return [Finding(path, line, "salloc-option", str(exc))]
     opts = argv[: len(argv) - len(parsed.get("command") or [])]
     report = slurm_job(path, site, opts, text="#!/bin/bash\n", first_line=line)
@@ -71,6 +101,18 @@ def launch_line(path: Path | str, line: int, words: list[str], site: Site) -> Re
     """A launch line (``srun ...``, ``torchrun ...``, ``python ...``) on its own, judged on the
     site's default partition."""
     return _body.check_command_line(path, line, words, site)
+
+
+@register("torchrun")
+def torchrun(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    return launch_line(page, line, words, site).findings
+
+
+@register("jsrun")
+def jsrun_line(
+    path: Path | str, line: int, words: list[str], site: Site, snippet: str = ""
+) -> list[Finding]:
+    return _jsrun.check_jsrun_line(path, line, words, site)
 
 
 def login_srun(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding] | None:
@@ -87,6 +129,17 @@ def login_srun(path: Path | str, line: int, words: list[str], site: Site) -> lis
     return None
 
 
+@register_kind("launcher")
+def launcher(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    """A launcher the site's profile lists: at a login node (:func:`login_srun`), else a step
+    of the job it runs in, and the command it starts."""
+    outside = login_srun(page, line, words, site)
+    if outside is None:
+        outside = launch_line(page, line, words, site).errors
+        outside += _launched(page, line, words, site, snippet)
+    return outside
+
+
 def launched_command(words: list[str]) -> list[str] | None:
     """The command an ``srun`` line starts, when no judge of the emulator judges it (``srun
     tar ...``: the page's own checkers do); None otherwise."""
@@ -96,55 +149,49 @@ def launched_command(words: list[str]) -> list[str] | None:
         command = _slurm_options.parse("srun", list(words[1:])).get("command") or []
     except _slurm_options.OptionError:
         return None
-    if not command or _registry.command(Path(command[0]).name) is not None:
+    if not command or _emulate_registry.command(Path(command[0]).name) is not None:
         return None
     return list(command)
 
 
-def wrapper_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:
+def _launched(page, line: int, words: list[str], site: Site, snippet: str) -> list[Finding]:
+    """The command a launch line starts, through its own judge where the emulator has no
+    judge for it (``srun tar -xf ...``, ``srun mkdir -p DIR``); an unchecked one stays so."""
+    inner = launched_command(words)
+    name = Path(inner[0]).name if inner else ""
+    if name in paths.PATH_COMMANDS:
+        return paths.check(page, line, inner, site)[0]
+    if not name or name in NEUTRAL:
+        return []
+    judge = registry.command(name)
+    if judge is None:
+        return []
+    if name in {"bash", "sh"} and all(w.startswith("-") for w in inner[1:]):
+        return []  # `srun --pty bash`: an interactive shell, nothing to check in it
+    return judge(page, line, inner, site, snippet)
+
+
+@register_kind("wrapper")
+def wrapper_line(
+    path: Path | str, line: int, words: list[str], site: Site, snippet: str = ""
+) -> list[Finding]:
     """A command the site wraps around a Slurm client (Bede's ``ghbatch``), judged by the
     stand-in registered under its name: the client's options, a new allocation on the
     partitions the wrapper serves."""
     return launch_line(path, line, words, site).findings
 
 
-def script_options(path: Path | str, line: int, script: str, args: list[str]) -> list[Finding]:
-    """``python SCRIPT ARGS`` on its own: ARGS against the script's command-line contract (the
-    project's example or benchmark, or a kept third-party contract)."""
-    report = Report(Path(path), "", plan={"steps": []})
-    site = next(iter(_all_sites()))  # a script's own options do not depend on the site
-    ctx = _registry.snippet_job(site.scheduler)(site, report)
-    _programs.check_python_invocation(ctx, line, script, list(args))
-    return report.findings
-
-
-def jsrun_line(path: Path | str, line: int, words: list[str], site: Site) -> list[Finding]:
-    return _jsrun.check_jsrun_line(path, line, words, site)
-
-
+@register("module", "ml")
 def module_command(
-    path: Path | str, line: int, tool: str, words: list[str], site: Site
+    path: Path | str, line: int, words: list[str], site: Site, snippet: str = ""
 ) -> list[Finding]:
-    return _modules.check_module_command(path, line, tool, words, site)
+    """``module load ...`` / ``ml ...`` against the site's module inventory."""
+    tool = Path(words[0]).name
+    return _modules.check_module_command(path, line, tool, list(words[1:]), site)
 
 
-def torchrun_parse(argv: list[str]):
-    """(options, [script, args...]); raises :data:`TorchrunError` on a bad command line."""
-    return _torchrun.parse(argv)
-
-
-def container_parse(tool: str, argv: list[str]):
-    """Apptainer's flag tables: (sub-command, flags, arguments); raises
-    :data:`ContainerOptionError` on an unknown flag or a wrong number of arguments."""
-    return _container_options.parse(tool, argv)
-
-
-def container_check(path: Path | str, line: int, tool: str, argv: list[str]):
-    """(the command run inside the container, findings) for ``tool argv``: Apptainer's flag
-    tables, and what the emulator knows of binds, writable images and old image formats."""
-    return _containers.check(path, line, tool, argv)
-
-
-def shell_commands(text: str) -> list:
-    """The simple commands of shell text, with their lines (bashlex)."""
-    return _script.body_commands(text)
+@register("squeue", "sacct", "scontrol", "seff")
+def slurm_query_line(
+    page, line: int, words: list[str], site: Site, snippet: str = ""
+) -> list[Finding]:
+    return slurm_query.check(page, line, words, site)

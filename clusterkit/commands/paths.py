@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 PATH_COMMANDS = {"cd", "mkdir", "source", ".", "pushd"}
 _VARIABLE = re.compile(r"^\$(\{\w+\}|\w+)$")

@@ -1,11 +1,11 @@
 """``python ...`` command lines a page shows, each judged by what it starts.
 
 * ``python -m pip ...``: pip's parser, then the install resolved for the node and Python the
-  page means (:mod:`clusterkit.install_target`, :mod:`clusterkit.installs`);
+  page means (:mod:`clusterkit.commands.install_target`, :mod:`clusterkit.commands.installs`);
 * ``python -m torch.distributed.run`` / ``launch`` and ``python SCRIPT.py``: the launcher rules
   and the script's command-line contract, as in a job script;
-* ``python -m MODULE ...`` (``venv``, ``clusterkit.reframe_config``, ...): the module's own
-  argparse options, read from its source without running it (:mod:`clusterkit.contracts`);
+* ``python -m MODULE ...`` (``venv``, ``clusterkit.reframe.config``, ...): the module's own
+  argparse options, read from its source without running it (:mod:`clusterkit.sites.contracts`);
 * ``python -c CODE``: compiled.
 
 The interpreter's own options (``-u``, ``-O``, ``-W arg``, ...) are skipped first.
@@ -17,9 +17,15 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit import contracts, emulation, install_target, installs, stack_installs
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.commands import install_target, installs, stack_installs
+from clusterkit.commands.registry import register
+from clusterkit.emulate import body as _body
+from clusterkit.emulate import programs as _programs
+from clusterkit.emulate import registry as _emulate_registry
+from clusterkit.emulate.report import Report
+from clusterkit.sites import contracts
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site, all_sites
 
 _VALUED = {"-W", "-X", "-Q"}
 LAUNCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
@@ -51,6 +57,7 @@ def split(words: list[str]) -> PythonCommand:
     return PythonCommand("none")
 
 
+@register("python", "python3", site_free=True)
 def check(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
     cmd = split(words)
     if cmd.mode == "none":
@@ -63,18 +70,40 @@ def check(page, line: int, words: list[str], site: Site, snippet: str = "") -> l
             return [Finding(page, line, "python-syntax", f"python -c: {exc.msg}")]
         return []
     if site is None and cmd.mode == "script":
-        return emulation.script_options(page, line, cmd.target, cmd.args)
+        return script_options(page, line, cmd.target, cmd.args)
     if cmd.mode == "script" or cmd.target in LAUNCH_MODULES:
         if site is None:
             return [_needs_site(page, line, words)]
-        return emulation.launch_line(page, line, list(words), site).errors
+        return _body.check_command_line(page, line, list(words), site).errors
     if cmd.target == "pip":
         if site is None:
             return [_needs_site(page, line, words)]
-        target = install_target.target_for(page, line, site, snippet)
-        found = installs.check_pip(page, line, cmd.args, target)
-        return found + stack_installs.check_pip(page, line, cmd.args, site, snippet)
+        return pip_install(page, line, cmd.args, site, snippet)
     return module_options(page, line, cmd.target, cmd.args)
+
+
+@register("pip", "pip3")
+def pip(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    """``pip ARGS``, as ``python -m pip ARGS``."""
+    return pip_install(page, line, list(words[1:]), site, snippet)
+
+
+def pip_install(page, line: int, args: list[str], site: Site, snippet: str) -> list[Finding]:
+    """pip's command line, then the install resolved for the node and Python the page means
+    and held to the stack it builds."""
+    target = install_target.target_for(page, line, site, snippet)
+    found = installs.check_pip(page, line, args, target)
+    return found + stack_installs.check_pip(page, line, args, site, snippet)
+
+
+def script_options(path, line: int, script: str, args: list[str]) -> list[Finding]:
+    """``python SCRIPT ARGS`` on a page for every site: ARGS against the script's command-line
+    contract (the project's example or benchmark, or a kept third-party contract)."""
+    report = Report(Path(path), "", plan={"steps": []})
+    site = next(iter(all_sites()))  # a script's own options do not depend on the site
+    ctx = _emulate_registry.snippet_job(site.scheduler)(site, report)
+    _programs.check_python_invocation(ctx, line, script, list(args))
+    return report.findings
 
 
 def _needs_site(page, line: int, words: list[str]) -> Finding:

@@ -19,10 +19,10 @@ import re
 import shlex
 from pathlib import Path
 
-from clusterkit import conda_checks
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT, Site, load_site
+from clusterkit.commands import conda as conda_checks
+from clusterkit.grammars import myst as P
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, Site, load_site
 
 ARCHES = ("ppc64le", "aarch64", "x86_64")
 _ARCH_DIR = re.compile(rf"/(?P<arch>{'|'.join(ARCHES)})/")

@@ -5,10 +5,10 @@ A page names its stacks in its front matter (``stacks: [site/name]``). A ``conda
 the profile records it: the same framework versions, from the same conda channel or package
 index, with the same Python. The stack is the one of the command's site and installer (conda or
 pip) that holds the framework the command installs (torch or TensorFlow), built for the
-architecture of the node the command is meant for (:mod:`clusterkit.install_target`). A command
-that installs neither (keras into an existing environment, say) builds no stack, and where the
-page names no stack of that site and installer nothing is judged here: either way the command
-is still resolved for its node.
+architecture of the node the command is meant for (:mod:`clusterkit.commands.install_target`).
+A command that installs neither (keras into an existing environment, say) builds no stack, and
+where the page names no stack of that site and installer nothing is judged here: either way the
+command is still resolved for its node.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from clusterkit import install_target
-from clusterkit.errors import Finding
+from clusterkit.commands import install_target
 from clusterkit.grammars import pip_cli
-from clusterkit.profiles import Site, Stack
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site, Stack
 
 PYPI = "https://pypi.org/simple"
 RULE = "stack-install"
@@ -68,7 +68,7 @@ def check_pip(page, line: int, words: list[str], site: Site, snippet: str = "") 
     try:
         cmd = pip_cli.parse(list(words))
     except pip_cli.PipOptionError:
-        return []  # reported by clusterkit.installs, which reads the same words
+        return []  # reported by clusterkit.commands.installs, which reads the same words
     if cmd.sub != "install":
         return []
     pins = {}

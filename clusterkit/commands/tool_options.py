@@ -7,8 +7,8 @@ tool's own parser:
   registry's rule and replacement, which a sentence about the past turns into a notice. Names
   must be written in full: pip would take an abbreviation (``--no-build`` for
   ``--no-build-isolation``), a sentence that names an option should not;
-* ``python -m MODULE`` (``venv``, ``clusterkit.reframe_config``): the module's argparse options,
-  as a block's ``python -m`` line is judged (:func:`clusterkit.python_commands.module_options`);
+* ``python -m MODULE`` (``venv``, ``clusterkit.reframe.config``): the module's argparse options,
+  as a block's ``python -m`` line is judged (:func:`clusterkit.commands.python.module_options`);
 * ``ddlrun``: IBM DDL's launcher, by its option table
   (:func:`clusterkit.emulate.launcher_options.parse_ddlrun`).
 """
@@ -18,11 +18,11 @@ from __future__ import annotations
 import fnmatch
 from functools import cache
 
-from clusterkit import python_commands
+from clusterkit.commands import deprecations
+from clusterkit.commands import python as python_commands
 from clusterkit.emulate.launcher_options import parse_ddlrun
-from clusterkit.errors import Finding
 from clusterkit.grammars import pip_cli
-from clusterkit.lint import deprecations
+from clusterkit.sites.errors import Finding
 
 PIP_SUBCOMMANDS = ("install", "wheel", "download")
 MODULE_PREFIX = "python -m "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from clusterkit.profiles import ROOT, SITES_DIR, all_sites
+from clusterkit.sites.profiles import ROOT, SITES_DIR, all_sites
 
 CODE_DIRECTIVES = {"code-block", "code", "sourcecode", "code-tab", "literalinclude"}
 # Directives whose body is not Markdown, and holds no code a reader copies.

@@ -9,7 +9,7 @@ Readers copy inline code as readily as blocks, so each span is sorted into what 
 * ``tool``: a tool's bare name (`` `srun` ``), which tells the options near it whose they are;
 * ``other``: file names, variables, values: nothing to run.
 
-Nothing here runs a check; :mod:`clusterkit.inline_check` judges the spans.
+Nothing here runs a check; :mod:`clusterkit.pages.inline_check` judges the spans.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit import substitutions
-from clusterkit.lint import pages as P
+from clusterkit.grammars import myst as P
+from clusterkit.sites import substitutions
 
 # First words that make a span a command a reader would run.
 COMMANDS = {

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from clusterkit.profiles import ROOT
+from clusterkit.sites.profiles import ROOT
 
 TRAINER_DIRS = ("pytorch", "tensorflow")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 _CITE = re.compile(r"\b(?:in|see|from|under|section)\s+\"(?P<title>[^\"]{3,100})\"", re.I)
 _SUBST = re.compile(r"\{\{[^}]*\}\}")

@@ -1,17 +1,17 @@
 """Content checks that read what pages and job scripts say, not only what they run.
 
-``python -m clusterkit.lint.content``; part of ``python -m clusterkit.lint.fast``.
+``python -m clusterkit.pages.content``; part of ``python -m clusterkit.pages.fast``.
 
 * ``option-unit``: what a comment or page sentence says an option counts, against the
-  trainer's own help (:mod:`~clusterkit.lint.option_units`);
+  trainer's own help (:mod:`~clusterkit.pages.option_units`);
 * ``cited-heading``: job-script comments cite page headings that exist
-  (:mod:`~clusterkit.lint.cited_headings`);
+  (:mod:`~clusterkit.pages.cited_headings`);
 * ``unpinned-install`` / ``unpinned-image``: installs and images name their versions
-  (:mod:`~clusterkit.lint.pins`);
+  (:mod:`~clusterkit.commands.pins`);
 * ``binding-workers``: no rank is bound to fewer cores than the loader workers it starts
-  (:mod:`~clusterkit.lint.binding`);
+  (:mod:`~clusterkit.commands.binding`);
 * ``script-env-unknown`` / ``script-env-arch``: job scripts activate environments the pages
-  create, from directories of their nodes' architecture (:mod:`~clusterkit.lint.script_envs`).
+  create, from directories of their nodes' architecture (:mod:`~clusterkit.commands.script_envs`).
 
 Each finding names file, line and rule.
 """
@@ -22,9 +22,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from clusterkit.errors import Finding
-from clusterkit.lint import binding, cited_headings, option_units, pins, script_envs
-from clusterkit.profiles import ROOT
+from clusterkit.commands import binding, pins, script_envs
+from clusterkit.pages import cited_headings, option_units
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 CHECKS = {
     "option-unit": option_units.lint_all,

@@ -1,6 +1,6 @@
 """Every static check, fast: what writers run before each commit.
 
-``python -m clusterkit.lint.fast``.
+``python -m clusterkit.pages.fast``.
 
 No PyTorch or TensorFlow is imported and nothing trains. In order:
 
@@ -18,7 +18,7 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
 * ``coverage``: every code block of the pages has a route to a test, or a reason (static);
 * ``content``: what pages and comments say against the trainers' help, cited headings, pinned
   installs and images, rank bindings against loader workers, job scripts' environments against
-  the pages that create them (:mod:`clusterkit.lint.content`);
+  the pages that create them (:mod:`clusterkit.pages.content`);
 * ``stacks``: every software stack a page names (front matter ``stacks:``) is in a profile, the
   page shows it (``{page-stacks}``), and every page that runs a training program names one;
 * ``shellcheck``: every shell example and every shell block of the pages;
@@ -43,9 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT
 
 CHECKS = [
     "profiles",
@@ -76,8 +76,8 @@ class Result:
 
 # --------------------------------------------------------------------------- checks
 def check_profiles() -> Result:
-    from clusterkit.channels import CHANNELS_DIR, load_manifest
-    from clusterkit.profiles import load_profile, profile_paths
+    from clusterkit.sites.channels import CHANNELS_DIR, load_manifest
+    from clusterkit.sites.profiles import load_profile, profile_paths
 
     r = Result("profiles")
     paths = profile_paths()
@@ -92,10 +92,10 @@ def check_profiles() -> Result:
 
 
 def check_jobs() -> Result:
-    from clusterkit import contracts
+    from clusterkit.commands import contracts_tool
     from clusterkit.emulate.checkjob import check_job_file
-    from clusterkit.lint import contracts_tool
-    from clusterkit.profiles import load_site, profile_paths
+    from clusterkit.sites import contracts
+    from clusterkit.sites.profiles import load_site, profile_paths
 
     r = Result("jobs")
     sites = {p.stem for p in profile_paths()}
@@ -122,7 +122,7 @@ def check_jobs() -> Result:
 
 
 def check_deprecations() -> Result:
-    from clusterkit.lint import deprecations
+    from clusterkit.commands import deprecations
 
     r = Result("deprecations")
     entries = deprecations.registry()
@@ -132,7 +132,7 @@ def check_deprecations() -> Result:
 
 
 def check_contracts() -> Result:
-    from clusterkit.lint import contracts_tool as T
+    from clusterkit.commands import contracts_tool as T
 
     r = Result("contracts")
     kept = sorted((ROOT / "contracts").glob("*.json"))
@@ -144,7 +144,7 @@ def check_contracts() -> Result:
 
 
 def check_inventories() -> Result:
-    from clusterkit.lint import inventories
+    from clusterkit.commands import inventories
 
     r = Result("inventories")
     r.findings = inventories.lint_all()
@@ -153,7 +153,7 @@ def check_inventories() -> Result:
 
 
 def check_coverage() -> Result:
-    from clusterkit.lint import coverage
+    from clusterkit.pages import coverage
 
     r = Result("coverage")
     rows = coverage.static_rows()
@@ -163,7 +163,7 @@ def check_coverage() -> Result:
 
 
 def check_content() -> Result:
-    from clusterkit.lint import content
+    from clusterkit.pages import content
 
     r = Result("content")
     r.findings = content.lint_all()
@@ -172,7 +172,7 @@ def check_content() -> Result:
 
 
 def check_stacks() -> Result:
-    from clusterkit.lint import stack_pages
+    from clusterkit.runs import stack_pages
 
     r = Result("stacks")
     pages = P.scan_pages()

@@ -16,7 +16,8 @@ signature (``dist.init_process_group(backend="mpi", rank=..., world_size=...)`` 
 The upstream scopes are kept as data (``contracts/fragments/scopes.json``: names only, no code),
 recorded from a checkout at the commit the project's contracts pin::
 
-    python -m clusterkit.fragments record --checkout DIR --repo URL --commit SHA PATH:FUNCTION...
+    python -m clusterkit.pages.fragments record --checkout DIR --repo URL --commit SHA \
+        PATH:FUNCTION...
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit.errors import Finding
-from clusterkit.profiles import ROOT
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 RECORD = ROOT / "contracts" / "fragments" / "scopes.json"
 
@@ -267,7 +268,7 @@ def _bind_elsewhere(specs: list[dict]) -> list[str | None]:
     )
     env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     run = subprocess.run(
-        [sys.executable, "-m", "clusterkit.fragments", "bind"],
+        [sys.executable, "-m", "clusterkit.pages.fragments", "bind"],
         input=json.dumps(specs),
         capture_output=True,
         text=True,
@@ -282,7 +283,7 @@ def _bind_elsewhere(specs: list[dict]) -> list[str | None]:
 
 # --------------------------------------------------------------------------- command line
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusterkit.fragments")
+    p = argparse.ArgumentParser(prog="python -m clusterkit.pages.fragments")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("record", help="record the scopes of upstream functions")
     r.add_argument("--checkout", type=Path, required=True)

@@ -1,7 +1,7 @@
 """Judge the inline code spans of a page as a reader would use them.
 
 * A command span goes through the checker a block's command goes through
-  (:func:`clusterkit.command_checks.check_shell_text`) with the page's (or tab's) site, and
+  (:func:`clusterkit.commands.shell.check_shell_text`) with the page's (or tab's) site, and
   through the stale-command registry. A span that leaves parts out (``jsrun -n 1 ... ``,
   ``torchrun --nproc_per_node=4``) is completed with a stand-in program; one with metavariables
   (``sbatch FILE``, ``--cpus-per-task=...``) is judged on its grammar only.
@@ -10,7 +10,7 @@
   the page includes nearest above, else of a tool named after it or elsewhere in the paragraph,
   else of the launchers, the trainers, pip and the programs the page names elsewhere: the first
   of these whose grammar knows every option of the span (pip, ``python -m venv``, ``ddlrun``:
-  :mod:`clusterkit.tool_options`). A span no tool takes is an error. Site facts
+  :mod:`clusterkit.commands.tool_options`). A span no tool takes is an error. Site facts
   (``{{ bede_gh_cores }}``) are substituted first. It is then judged in the context the page
   gives it: an ``sbatch`` option
   is added to the command line that submits the included job script, an ``srun`` or
@@ -31,13 +31,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from clusterkit import contracts, emulation, prose, tool_options
-from clusterkit.command_checks import check_shell_text
-from clusterkit.errors import Finding
-from clusterkit.grammars import reframe_cli
-from clusterkit.lint import deprecations
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT, Site, all_sites, load_site
+from clusterkit.commands import deprecations, jobs, tool_options
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.emulate import container_options, torchrun
+from clusterkit.emulate.script import body_commands
+from clusterkit.grammars import myst as P
+from clusterkit.grammars import prose, reframe_cli
+from clusterkit.sites import contracts
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, Site, all_sites, load_site
 
 # Findings that only say a command line is not the tool's (unknown option, missing value).
 GRAMMAR_RULES = {
@@ -107,7 +109,7 @@ class Include:
         if self.body is None and P.file_kind(self.path, self.text) != "shell":
             return []
         try:
-            return emulation.shell_commands(self.text)
+            return body_commands(self.text)
         except Exception:  # bashlex refuses some scripts: they name no tools then
             return []
 
@@ -185,7 +187,9 @@ def judge(ctx: PageContext, span: prose.Span) -> SpanResult:
     kind = span.kind
     if kind in {"command", "option"} and span.unknown_substitutions:
         keys = ", ".join(span.unknown_substitutions)
-        msg = f"`{span.code}`: no site fact is called {keys} (see clusterkit/substitutions.py)"
+        msg = (
+            f"`{span.code}`: no site fact is called {keys} (see clusterkit/sites/substitutions.py)"
+        )
         return SpanResult(kind + "-checked", [Finding(ctx.rel, span.line, "substitution", msg)])
     if kind == "command":
         result = judge_command(ctx, span)
@@ -514,24 +518,24 @@ def _grammar(tool: str, options: list[str], site: Site, ctx, include) -> list[Fi
     if scheduler and scheduler != site.scheduler:
         return [Finding("<span>", 1, "scheduler-mismatch", f"{tool} is not {site.title}'s")]
     if tool == "sbatch":
-        return emulation.slurm_job("<span>", site, options, text="#!/bin/bash\ntrue\n").findings
+        return jobs.slurm_job("<span>", site, options, text="#!/bin/bash\ntrue\n").findings
     if tool in {"srun", "salloc"}:
-        return emulation.launch_line("<span>", 1, ["srun", *options, STAND_IN], site).findings
+        return jobs.launch_line("<span>", 1, ["srun", *options, STAND_IN], site).findings
     if tool == "torchrun":
         try:
-            emulation.torchrun_parse([*options, STAND_IN])
-        except emulation.TorchrunError as exc:
+            torchrun.parse([*options, STAND_IN])
+        except torchrun.TorchrunError as exc:
             return [Finding("<span>", 1, "torchrun-option", str(exc))]
         return []
     if tool == "jsrun":
-        return emulation.jsrun_line("<span>", 1, ["jsrun", *options, STAND_IN], site)
+        return jobs.jsrun_line("<span>", 1, ["jsrun", *options, STAND_IN], site)
     if tool == "bsub":
         text = "#!/bin/bash\n#BSUB " + " ".join(options) + "\ntrue\n"
-        return emulation.lsf_job("<span>", site, text=text).findings
+        return jobs.lsf_job("<span>", site, text=text).findings
     if tool in {"apptainer", "singularity"}:
         try:
-            emulation.container_parse(tool, ["exec", *options, "image.sif", STAND_IN])
-        except emulation.ContainerOptionError as exc:
+            container_options.parse(tool, ["exec", *options, "image.sif", STAND_IN])
+        except container_options.ContainerOptionError as exc:
             return [Finding("<span>", 1, "container-option", str(exc))]
         return []
     if tool == "reframe":
@@ -590,8 +594,8 @@ def _judge_as(tool, ctx, span, options, site, include) -> list[Finding]:
         prior = [
             w for s, opts in earlier if _tool_of(ctx, s, site, include) == "jsrun" for w in opts
         ]
-        before = emulation.jsrun_line(ctx.rel, 1, ["jsrun", *prior, STAND_IN], site)
-        after = emulation.jsrun_line(ctx.rel, 1, ["jsrun", *prior, *options, STAND_IN], site)
+        before = jobs.jsrun_line(ctx.rel, 1, ["jsrun", *prior, STAND_IN], site)
+        after = jobs.jsrun_line(ctx.rel, 1, ["jsrun", *prior, *options, STAND_IN], site)
         return _at(ctx, span, _added(before, after) if prior else after, prefix)
     return _at(ctx, span, _grammar(tool, options, site, ctx, include), prefix)
 
@@ -625,7 +629,7 @@ def _slurm_change(ctx, span, changes, site, include, tool=None) -> list[Finding]
     for name, opts in launch.items():
         if opts:
             text = _insert_options(text, name, opts)
-    report = emulation.slurm_job(path, site, argv, text=text)
+    report = jobs.slurm_job(path, site, argv, text=text)
     return report.findings
 
 

@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.errors import Finding
-from clusterkit.lint import pages as P
-from clusterkit.lint import trainer_help as H
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.grammars import trainer_help as H
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 # unit -> the phrases that state it
 UNITS: dict[str, re.Pattern] = {

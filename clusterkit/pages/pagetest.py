@@ -40,11 +40,11 @@ from sybil.parsers.abstract import AbstractCodeBlockParser
 from sybil.parsers.myst import CodeBlockParser
 from sybil.parsers.myst.lexers import DirectiveLexer
 
-from clusterkit import emulation
-from clusterkit.command_checks import check_shell_text
-from clusterkit.errors import Finding
-from clusterkit.lint.pages import PAGE_SHELLCHECK_EXCLUDE, block_site, scan_page
-from clusterkit.profiles import ROOT, SITES_DIR, Site, load_site
+from clusterkit.commands import jobs
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.grammars.myst import PAGE_SHELLCHECK_EXCLUDE, block_site, scan_page
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT, SITES_DIR, Site, load_site
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 HANDLED_LANGS = {"python", "py", *SHELL_LANGS}
@@ -185,8 +185,8 @@ class _RecordingPython:
 
 def _check_fragment(example, page: str, arg: str) -> None:
     """A fragment of another project's code (``% test: fragment PATH:FUNCTION``), checked
-    against the upstream function it goes into (:mod:`clusterkit.fragments`)."""
-    from clusterkit import fragments
+    against the upstream function it goes into (:mod:`clusterkit.pages.fragments`)."""
+    from clusterkit.pages import fragments
 
     findings, detail = fragments.check(page, _line(example), example.parsed, arg)
     errors = [f for f in findings if f.level == "error"]
@@ -199,7 +199,7 @@ def _check_fragment(example, page: str, arg: str) -> None:
 # --------------------------------------------------------------------------- shell
 def shellcheck(source: str, where: str, page_block: bool = False) -> None:
     """``bash -n`` and shellcheck; a page block (typed at a prompt) is spared the rules in
-    :data:`clusterkit.lint.pages.PAGE_SHELLCHECK_EXCLUDE`."""
+    :data:`clusterkit.grammars.myst.PAGE_SHELLCHECK_EXCLUDE`."""
     r = subprocess.run(["bash", "-n"], input=source, text=True, capture_output=True)
     if r.returncode:
         raise AssertionError(f"{where}: [bash-syntax] {r.stderr.strip()}")
@@ -336,7 +336,7 @@ def evaluate_other(example) -> None:
     _skip_if_marked(example, "output")
     marker = _marker_for(example)
     if marker and marker[0] == "output":
-        from clusterkit import trainlog
+        from clusterkit.runs import trainlog
 
         records = trainlog.parse(body)
         if not records:
@@ -403,7 +403,7 @@ def evaluate_include(example) -> None:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".py":
         compile(text, str(path), "exec")
-        from clusterkit import contracts
+        from clusterkit.sites import contracts
 
         if re.search(r"^import horovod|^from horovod", text, re.M) and not horovod_here():
             # PyPI has Horovod as sources only; the tests session builds and installs it, and
@@ -429,9 +429,9 @@ def evaluate_include(example) -> None:
                     f"{rel}: [include-site] job scripts live under examples/<site>/"
                 )
             if "#SBATCH" in text:
-                report = emulation.slurm_job(path, site)
+                report = jobs.slurm_job(path, site)
             else:
-                report = emulation.lsf_job(path, site)
+                report = jobs.lsf_job(path, site)
             if report.errors:
                 _fail(report.errors)
             BlockResult(page, line, "include", "emulated-job", rel).record()
@@ -454,11 +454,11 @@ def evaluate_include(example) -> None:
 
 # --------------------------------------------------------------------------- inline code
 class InlineParser:
-    """Inline code spans that are commands or options (see :mod:`clusterkit.inline_check`);
+    """Inline code spans that are commands or options (see :mod:`clusterkit.pages.inline_check`);
     the other spans (file names, values) are counted by the coverage report, not run."""
 
     def __call__(self, document):
-        from clusterkit import inline_check
+        from clusterkit.pages import inline_check
 
         ctx = inline_check.PageContext(document.path, document.text)
         starts = [0]
@@ -474,7 +474,7 @@ class InlineParser:
 
 
 def evaluate_inline(example) -> None:
-    from clusterkit import inline_check
+    from clusterkit.pages import inline_check
 
     ctx, span = example.parsed
     result = inline_check.judge(ctx, span)

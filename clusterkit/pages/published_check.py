@@ -1,6 +1,6 @@
 """The emulator against the published-scripts corpus: agreement with the expected verdicts.
 
-``python -m clusterkit.lint.published_check [--limit S] [--update]`` judges every script of
+``python -m clusterkit.pages.published_check [--limit S] [--update]`` judges every script of
 ``tests/corpus/published/manifest.yaml`` with the emulator's public entry points
 (:func:`clusterkit.emulate.sbatch.check_slurm_script`,
 :func:`clusterkit.emulate.lsf.check_lsf_script`), prints the agreement figure and each
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit.lint import published_manifest as M
+from clusterkit.sites import published_manifest as M
 
 THRESHOLD = 0.95
 LIMIT_S = 15.0  # per script; the whole machine should take well under a second
@@ -55,7 +55,7 @@ class Outcome:
 def judge_one(path: Path, site_name: str, scheduler: str) -> Outcome:
     from clusterkit.emulate.lsf import check_lsf_script
     from clusterkit.emulate.sbatch import check_slurm_script
-    from clusterkit.profiles import load_site
+    from clusterkit.sites.profiles import load_site
 
     start = time.perf_counter()
     check = check_lsf_script if scheduler == "lsf" else check_slurm_script

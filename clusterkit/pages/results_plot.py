@@ -4,7 +4,8 @@
 per site (reported figures as open markers, measured ones filled), with the line of perfect
 scaling from each series' smallest run; a site with runs at one size only shows them side by
 side at that size. :func:`where_measured` says, for the caption, where and on what each
-series ran. The ``{results-plot}`` directive (:mod:`clusterkit.sphinxext`) puts both on a page.
+series ran. The ``{results-plot}`` directive (:mod:`clusterkit.pages.sphinxext`) puts both on
+a page.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 
-from clusterkit.errors import CheckError
-from clusterkit.profiles import load_site
-from clusterkit.results import Result
+from clusterkit.sites.errors import CheckError
+from clusterkit.sites.profiles import load_site
+from clusterkit.sites.results import Result
 
 
 def _series(rows: list[Result]) -> dict[str, list[Result]]:

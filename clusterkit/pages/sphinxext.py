@@ -21,12 +21,12 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from clusterkit import stacks as S
-from clusterkit import substitutions
-from clusterkit.errors import CheckError
-from clusterkit.lint import stack_pages
-from clusterkit.lint.pages import scan_page
-from clusterkit.profiles import Site, Stack, load_site
+from clusterkit.grammars.myst import scan_page
+from clusterkit.runs import stack_pages
+from clusterkit.sites import stacks as S
+from clusterkit.sites import substitutions
+from clusterkit.sites.errors import CheckError
+from clusterkit.sites.profiles import Site, Stack, load_site
 
 logger = logging.getLogger(__name__)
 SHOWS = (
@@ -388,7 +388,7 @@ class ResultsTable(SphinxDirective):
     option_spec: ClassVar[dict] = {"site": directives.unchanged, "kind": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        from clusterkit import results as res
+        from clusterkit.sites import results as res
 
         for path in res.RESULTS_DIR.glob("*.yaml"):
             self.env.note_dependency(str(path))
@@ -419,8 +419,8 @@ class ResultsPlot(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
-        from clusterkit import results as res
-        from clusterkit import results_plot
+        from clusterkit.pages import results_plot
+        from clusterkit.sites import results as res
 
         for path in res.RESULTS_DIR.glob("*.yaml"):
             self.env.note_dependency(str(path))
@@ -458,7 +458,7 @@ class LastVerified(SphinxDirective):
     optional_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        from clusterkit import results as res
+        from clusterkit.sites import results as res
 
         for path in res.RESULTS_DIR.glob("*.yaml"):
             self.env.note_dependency(str(path))

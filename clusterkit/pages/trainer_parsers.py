@@ -18,8 +18,8 @@ import sys
 import types
 from pathlib import Path
 
-from clusterkit import lines_hook
-from clusterkit.profiles import ROOT
+from clusterkit.runs import lines_hook
+from clusterkit.sites.profiles import ROOT
 
 FRAMEWORKS = ("torch", "torchvision", "tensorflow", "keras", "horovod", "numpy")
 TRAINERS = {

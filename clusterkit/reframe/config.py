@@ -24,7 +24,7 @@ entry holds is read from the profile:
 Sites that are not in service (end of service, retired) are generated only with
 ``include_historical`` (``--include-historical``): their partitions no longer accept jobs.
 
-``python -m clusterkit.reframe_config --out DIR [--site S] [--include-historical]`` writes
+``python -m clusterkit.reframe.config --out DIR [--site S] [--include-historical]`` writes
 ``DIR/clusterkit_reframe.py``; run ReFrame with ``-C DIR/clusterkit_reframe.py``.
 """
 
@@ -37,8 +37,8 @@ import re
 import sys
 from pathlib import Path
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.profiles import (
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import (
     Module,
     NodeType,
     Partition,
@@ -428,9 +428,9 @@ def render(config: dict, sites: list[Site], argv: list[str] | None = None) -> st
     """The text of the configuration file."""
     sources = ", ".join(str(s.path.name) for s in sites)
     head = (
-        f'"""ReFrame configuration generated from {sources} by clusterkit.reframe_config.\n\n'
+        f'"""ReFrame configuration generated from {sources} by clusterkit.reframe.config.\n\n'
         f"Do not edit: change the profiles and run again\n"
-        f"    python -m clusterkit.reframe_config {' '.join(argv or [])}\n"
+        f"    python -m clusterkit.reframe.config {' '.join(argv or [])}\n"
         f'"""\n'
         f"# generated {dt.date.today().isoformat()}\n"
     )
@@ -472,7 +472,7 @@ def _pairs(values: list[str], what: str) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(
-        prog="python -m clusterkit.reframe_config",
+        prog="python -m clusterkit.reframe.config",
         description="Write a ReFrame configuration generated from the site profiles.",
     )
     p.add_argument("--out", type=Path, required=True, help="directory for " + CONFIG_NAME)

@@ -1,6 +1,6 @@
 """Import a ReFrame run report into the recorded results (``results/*.yaml``).
 
-``python -m clusterkit.reframe_results REPORT.json --out results/measured.yaml`` reads the JSON
+``python -m clusterkit.reframe.results REPORT.json --out results/measured.yaml`` reads the JSON
 report that ``reframe ... --report-file REPORT.json`` writes (ReFrame 4.x, report data version
 4.x: ``session_info``, ``runs[].testcases[]`` with ``system``, ``partition``, ``environ``,
 ``scheduler``, ``result``, ``fail_phase``, ``perfvalues`` keyed ``system:partition:variable``
@@ -14,7 +14,7 @@ of that directory is left alone, so importing the same report twice changes noth
 
 A report is imported as ``kind: example`` when it says it is one (a top-level
 ``clusterkit_example`` note) or when its jobs ran with ReFrame's ``local`` scheduler (a
-rehearsal made with ``clusterkit.reframe_config --local``): such figures are not measurements
+rehearsal made with ``clusterkit.reframe.config --local``): such figures are not measurements
 of the site they are named after, and ``{last-verified}`` ignores them.
 """
 
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import yaml
 
-from clusterkit import results as recorded
-from clusterkit.errors import CheckError, Finding
-from clusterkit.profiles import ROOT
+from clusterkit.sites import results as recorded
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT
 
 EXAMPLE_KEY = "clusterkit_example"
 PASSED = {"pass", "success"}  # ReFrame 4.x says pass, older 4.x reports success
@@ -247,12 +247,12 @@ def merge(out_path: Path, new: list[dict]) -> tuple[list[dict], list[str]]:
         if new and all(e["kind"] == "example" for e in new):
             data["note"] = (
                 "EXAMPLES, not measurements: entries imported from example ReFrame reports with "
-                "python -m clusterkit.reframe_results. Pages never count them as verified."
+                "python -m clusterkit.reframe.results. Pages never count them as verified."
             )
         else:
             data["note"] = (
                 "Figures measured by this project's ReFrame checks on the sites' machines, "
-                "imported from ReFrame run reports with python -m clusterkit.reframe_results."
+                "imported from ReFrame run reports with python -m clusterkit.reframe.results."
             )
     known |= {r["id"] for r in data["results"]}
     added, dups = [], []
@@ -335,7 +335,7 @@ def print_staleness(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m clusterkit.reframe_results",
+        prog="python -m clusterkit.reframe.results",
         description="Import a ReFrame run report (--report-file) into results/*.yaml.",
     )
     p.add_argument("report", type=Path, nargs="?", help="the JSON report ReFrame wrote")

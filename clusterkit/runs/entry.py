@@ -3,7 +3,7 @@
 Each shim stands in for a tool that cannot run on a machine without the cluster: it parses its
 arguments as the real tool does, judges them against the site profile named by
 ``CLUSTERKIT_SITE``, and then either prints a plan (dry run) or runs the job locally, scaled
-down. Every shim says on stderr that it is an emulation. :mod:`clusterkit.emulate.shimdir`
+down. Every shim says on stderr that it is an emulation. :mod:`clusterkit.runs.shimdir`
 writes the executables, each a call of :func:`main` with its own name.
 """
 
@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from clusterkit.emulate import run_launchers, run_lsf, run_slurm, run_tools
-from clusterkit.errors import CheckError
+from clusterkit.runs import run_launchers, run_lsf, run_slurm, run_tools
+from clusterkit.sites.errors import CheckError
 
 HANDLERS = {
     **run_slurm.HANDLERS,

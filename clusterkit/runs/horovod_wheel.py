@@ -13,7 +13,7 @@ operation is asked for. The toolkit comes from PyPI, at PyTorch's CUDA version, 
 scratch directory; the environment's own CUDA headers (PyTorch's dependencies) fill in the rest.
 The scratch directory (sources, toolkit, objects: several hundred MB) goes once the wheel exists.
 
-``python -m clusterkit.horovod_wheel CACHE_DIR`` prints the wheel's path, building it if needed
+``python -m clusterkit.runs.horovod_wheel CACHE_DIR`` prints the wheel's path, building it if needed
 (``--no-build``: only if it is there).
 """
 

@@ -26,9 +26,9 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.profiles import ROOT, load_yaml
-from clusterkit.program_lines import Measurement, ProgramLines, missing_runs
+from clusterkit.runs.program_lines import Measurement, ProgramLines, missing_runs
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT, load_yaml
 
 REASONS = ROOT / "tests" / "coverage-reasons.yaml"
 MIN_PERCENT = 95.0

@@ -3,7 +3,7 @@
 coverage.py traces a process with ``sys.settrace`` on Python 3.11, and every line of Python the
 process runs pays for it: page tests ran 2.5 times slower traced, a tiny PyTorch run 40 %
 slower. So the tests session does not trace every process. It sets ``CLUSTERKIT_LINES`` to the
-coverage.py configuration that :func:`clusterkit.program_lines.start` wrote and installs a
+coverage.py configuration that :func:`clusterkit.runs.program_lines.start` wrote and installs a
 ``.pth`` line that calls :func:`start` when a Python process starts; a process is measured when
 
 * the script it runs is one of the programs (``python train_resnet.py``, the ranks of the
@@ -32,7 +32,7 @@ PTH_NAME = "clusterkit_lines.pth"
 # one line, run by site.py at every start of the environment's interpreter
 PTH_LINE = (
     "import os; os.environ.get('CLUSTERKIT_LINES') and "
-    "__import__('clusterkit.lines_hook').lines_hook.start()\n"
+    "__import__('clusterkit.runs.lines_hook').runs.lines_hook.start()\n"
 )
 
 _in_process = None  # the Coverage object of measured(), made once per process

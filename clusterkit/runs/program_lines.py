@@ -3,20 +3,20 @@
 The tests session measures them with coverage.py across process boundaries: ``start(DIR)``
 writes a coverage configuration to ``DIR/coveragerc``, :func:`install_hook` puts a ``.pth``
 line into the environment's site-packages, and the session exports ``CLUSTERKIT_LINES``
-pointing at the configuration. The hook (:mod:`clusterkit.lines_hook`) then measures the
+pointing at the configuration. The hook (:mod:`clusterkit.runs.lines_hook`) then measures the
 processes that run a program: the trainers the tests start, torchrun's workers, the ranks of
 the emulated ``srun`` and of ``mpirun``, the TensorFlow workers; tests that load a program
-in-process measure that stretch with :func:`clusterkit.lines_hook.measured`. Each measured
+in-process measure that stretch with :func:`clusterkit.runs.lines_hook.measured`. Each measured
 process writes its own data file into ``DIR`` when it exits.
 
 Only files named like an example program are measured (``include`` patterns). The job-script
 tests run a *copy* of a trainer in a scratch job directory; :func:`measure` counts a copy's lines
 as its original's, after checking that every line the copy ran is code in the original.
 
-``python -m clusterkit.program_lines start DIR`` clears ``DIR`` of old data, writes the
+``python -m clusterkit.runs.program_lines start DIR`` clears ``DIR`` of old data, writes the
 configuration and installs the hook in the running interpreter's environment;
-``python -m clusterkit.program_lines report DIR`` prints lines, covered and % per program (the
-coverage page is written by :mod:`clusterkit.lint.coverage`).
+``python -m clusterkit.runs.program_lines report DIR`` prints lines, covered and % per program (the
+coverage page is written by :mod:`clusterkit.pages.coverage`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit.profiles import ROOT
+from clusterkit.sites.profiles import ROOT
 
 EXAMPLES = ROOT / "examples"
 CONFIG_NAME = "coveragerc"
@@ -43,8 +43,8 @@ def config_text(data_dir: Path, names: list[str]) -> str:
     """The coverage.py configuration of a measured test run (INI format)."""
     include = "".join(f"\n    */{name}" for name in names)
     return (
-        "# Written by clusterkit.program_lines: the example programs, measured in the\n"
-        "# processes that run them (clusterkit.lines_hook).\n"
+        "# Written by clusterkit.runs.program_lines: the example programs, measured in the\n"
+        "# processes that run them (clusterkit.runs.lines_hook).\n"
         "[run]\n"
         f"data_file = {data_dir.resolve() / DATA_NAME}\n"
         "parallel = true\n"
@@ -73,9 +73,9 @@ def start(data_dir: Path, paths: list[Path] | None = None) -> Path:
 
 
 def install_hook(site_dir: Path) -> Path:
-    """Write the start-up line of :mod:`clusterkit.lines_hook` into ``site_dir`` (a
+    """Write the start-up line of :mod:`clusterkit.runs.lines_hook` into ``site_dir`` (a
     site-packages folder); it does nothing in a process without ``CLUSTERKIT_LINES``."""
-    from clusterkit import lines_hook
+    from clusterkit.runs import lines_hook
 
     path = Path(site_dir) / lines_hook.PTH_NAME
     if not path.is_file() or path.read_text(encoding="utf-8") != lines_hook.PTH_LINE:

@@ -24,7 +24,7 @@ from clusterkit.emulate.launcher_options import (
     ranks_per_node,
     threads_per_rank,
 )
-from clusterkit.emulate.runtime import (
+from clusterkit.runs.runtime import (
     ALLOC_VAR,
     LSF_VAR,
     current_site,

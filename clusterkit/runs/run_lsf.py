@@ -23,7 +23,7 @@ from clusterkit.emulate.jsrun import layout, parse_step, rank_env
 from clusterkit.emulate.lsf import LAUNCH_NODE, check_lsf_script, job_env
 from clusterkit.emulate.lsf_options import BSUB_USAGE, LsfOptionError, parse_bsub
 from clusterkit.emulate.report import with_ranks
-from clusterkit.emulate.runtime import (
+from clusterkit.runs.runtime import (
     LSF_VAR,
     current_site,
     max_ranks,
@@ -34,7 +34,7 @@ from clusterkit.emulate.runtime import (
     shell_env,
     wait_forwarding,
 )
-from clusterkit.profiles import Site
+from clusterkit.sites.profiles import Site
 
 
 def _stdin_script() -> Path | None:

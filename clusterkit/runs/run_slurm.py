@@ -4,7 +4,7 @@ cluster.
 Each parses its arguments as the real tool does and judges them against the site profile named
 by ``CLUSTERKIT_SITE`` (:mod:`clusterkit.emulate.sbatch`, :mod:`clusterkit.emulate.srun`); then
 ``sbatch --dry-run`` prints the plan, ``--test-only`` says where the job would start, and
-otherwise the job runs here, scaled down (:mod:`clusterkit.emulate.runtime`), its ``srun``
+otherwise the job runs here, scaled down (:mod:`clusterkit.runs.runtime`), its ``srun``
 steps starting their ranks with the environment srun gives each.
 """
 
@@ -25,7 +25,10 @@ import hostlist
 from clusterkit.emulate import launch_env, slurm, slurm_options
 from clusterkit.emulate import srun as srun_judge
 from clusterkit.emulate.report import with_ranks
-from clusterkit.emulate.runtime import (
+from clusterkit.emulate.sbatch import check_slurm_script
+from clusterkit.emulate.script import read_script
+from clusterkit.emulate.slurm_request import job_request
+from clusterkit.runs.runtime import (
     ALLOC_VAR,
     cores_here,
     current_site,
@@ -39,10 +42,7 @@ from clusterkit.emulate.runtime import (
     wait_forwarding,
     wait_tasks,
 )
-from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.emulate.script import read_script
-from clusterkit.emulate.slurm_request import job_request
-from clusterkit.profiles import Site
+from clusterkit.sites.profiles import Site
 
 
 def sbatch(argv: list[str]) -> int:

@@ -12,9 +12,9 @@ import shlex
 import sys
 
 from clusterkit.emulate.modules import check_module_command
-from clusterkit.emulate.runtime import ALLOC_VAR, current_site, note
-from clusterkit.emulate.shimdir import CONDA_HOOK
-from clusterkit.profiles import load_site
+from clusterkit.runs.runtime import ALLOC_VAR, current_site, note
+from clusterkit.runs.shimdir import CONDA_HOOK
+from clusterkit.sites.profiles import load_site
 
 
 # --------------------------------------------------------------------------- conda

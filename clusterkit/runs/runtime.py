@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from clusterkit.emulate import shimdir
-from clusterkit.profiles import ProfileError, Site, load_site, profile_paths
+from clusterkit.runs import shimdir
+from clusterkit.sites.profiles import ProfileError, Site, load_site, profile_paths
 
 ALLOC_VAR = "CLUSTERKIT_ALLOC"  # the allocation of a Slurm job running here
 LSF_VAR = "CLUSTERKIT_LSF"  # the allocation of an LSF job running here
@@ -129,7 +129,7 @@ def shell_env() -> dict[str, str]:
         "site"
     )
     if LMOD_INIT.is_file() and site and not os.environ.get("CLUSTERKIT_NO_LMOD"):
-        from clusterkit import lmod
+        from clusterkit.sites import lmod
 
         env["BASH_ENV"] = str(LMOD_INIT)
         env["MODULEPATH"] = str(lmod.ensure_modulefiles(load_site(site)))

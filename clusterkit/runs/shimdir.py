@@ -48,7 +48,7 @@ def ensure(directory: Path | None = None) -> Path:
         path = directory / name
         text = (
             f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-            f"from clusterkit.emulate.entry import main\nmain({name!r})\n"
+            f"from clusterkit.runs.entry import main\nmain({name!r})\n"
         )
         if not path.is_file() or path.read_text() != text:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")

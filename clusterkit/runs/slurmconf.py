@@ -1,6 +1,6 @@
 """A real Slurm configuration generated from a site profile, for a one-machine test cluster.
 
-``python -m clusterkit.slurmconf SITE --out DIR [--state DIR] [--port-base N|auto]`` writes
+``python -m clusterkit.runs.slurmconf SITE --out DIR [--state DIR] [--port-base N|auto]`` writes
 into DIR:
 
 ``slurm.conf``
@@ -41,7 +41,7 @@ from pathlib import Path
 from re import _constants as sre_c
 from re import _parser as sre_parse
 
-from clusterkit.profiles import NodeType, Site, duration_seconds, load_site
+from clusterkit.sites.profiles import NodeType, Site, duration_seconds, load_site
 
 REAL_NODES_PER_TYPE = 2
 DEFAULT_PORT_BASE = 17000  # slurmctld; slurmds on 17001, 17002, ...
@@ -330,7 +330,7 @@ def generate(
         )
 
     gpus_any = any(nt.gpus for nt in site.node_types.values())
-    conf = f"""# Generated from sites/{site.name}.yaml by clusterkit.slurmconf: a one-machine
+    conf = f"""# Generated from sites/{site.name}.yaml by clusterkit.runs.slurmconf: a one-machine
 # test cluster.
 ClusterName={site.name}
 SlurmctldHost=localhost
@@ -410,7 +410,7 @@ def job_submit_lua(site: Site) -> str:
         )
     default = site.default_partition.name if site.default_partition else ""
     nl = "\n"
-    return f"""-- Generated from sites/{site.name}.yaml by clusterkit.slurmconf: the site's
+    return f"""-- Generated from sites/{site.name}.yaml by clusterkit.runs.slurmconf: the site's
 -- account and QoS rules, enforced at submission without an accounting database.
 local site = {_lua_str(site.title)}
 local account_required = {"true" if acct["required"] else "false"}

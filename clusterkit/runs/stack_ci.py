@@ -7,7 +7,7 @@ programs those pages run are tested by their own tests (those marked ``stack``: 
 resume, two-rank runs), with ``CLUSTERKIT_STACK`` naming the stack. A failure is reported with
 the program, the stack and the error that stopped it (often the API the framework lacks).
 
-``python -m clusterkit.stack_ci [--only site/name ...]``
+``python -m clusterkit.runs.stack_ci [--only site/name ...]``
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit import stacks as S
-from clusterkit.lint import stack_pages
-from clusterkit.profiles import ROOT, Stack
+from clusterkit.runs import stack_pages
+from clusterkit.sites import stacks as S
+from clusterkit.sites.profiles import ROOT, Stack
 
 ENVS_DIR = ROOT / ".nox"
 STAMP = ".packages"
@@ -195,7 +195,7 @@ def run_tests(
     for program in programs:
         rel = _rel(program)
         if rel not in TESTS:
-            result.not_run[rel] = "no tests are registered for it (clusterkit.stack_ci.TESTS)"
+            result.not_run[rel] = "no tests are registered for it (clusterkit.runs.stack_ci.TESTS)"
         elif missing.get(rel):
             result.not_run[rel] = missing[rel]
         else:

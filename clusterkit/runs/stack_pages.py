@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clusterkit import stacks as S
-from clusterkit.errors import CheckError, Finding
-from clusterkit.lint.pages import Page, file_kind, scan_pages
-from clusterkit.profiles import ROOT
+from clusterkit.grammars.myst import Page, file_kind, scan_pages
+from clusterkit.sites import stacks as S
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT
 
 DIRECTIVE = "page-stacks"
 _PROGRAM_WORD = re.compile(r"(?<![\w/$.-])(?:[\w.-]+/)*(?P<name>[\w-]+\.py)\b")

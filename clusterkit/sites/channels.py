@@ -19,8 +19,8 @@ import jsonschema
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.profiles import ROOT, line_of, load_yaml
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT, line_of, load_yaml
 
 CHANNELS_DIR = ROOT / "contracts" / "channels"
 SCHEMA_PATH = CHANNELS_DIR / "schema.yaml"

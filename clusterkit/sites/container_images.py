@@ -5,7 +5,7 @@ exist, each with its source. A ``docker://`` reference is judged against it: the
 tag must be recorded, and the image must be built for the architecture of the node the page
 builds or runs it on. A moving tag (``latest``) passes with a warning.
 
-``python -m clusterkit.container_images --refresh`` asks each registry for its tags (needs the
+``python -m clusterkit.sites.container_images --refresh`` asks each registry for its tags (needs the
 network: ``skopeo list-tags``, else the registry's ``/v2/<image>/tags/list`` API with an
 anonymous token) and reports the recorded tags it no longer has.
 """
@@ -25,8 +25,8 @@ from functools import cache
 
 import yaml
 
-from clusterkit.errors import Finding
-from clusterkit.profiles import ROOT
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import ROOT
 
 RECORD = ROOT / "contracts" / "containers.yaml"
 DEFAULT_REGISTRY = "docker.io"
@@ -152,7 +152,9 @@ def stale_tags(lister=list_tags) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusterkit.container_images", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m clusterkit.sites.container_images", description=__doc__
+    )
     p.add_argument("--refresh", action="store_true", help="ask the registries (needs network)")
     args = p.parse_args(argv)
     if not args.refresh:

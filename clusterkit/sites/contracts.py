@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 CONTRACTS_DIR = ROOT / "contracts"
 CACHE_DIR = ROOT / ".cache" / "contracts"
 
@@ -248,3 +248,35 @@ def find_third_party(script: str, context: str = "") -> Contract | None:
         if named(entry["path"]) and re.search(entry["context"], context)
     ]
     return hits[0] if len(hits) == 1 else None
+
+
+_FRAMEWORK_WORDS = {
+    "pytorch": r"torch|pytorch",
+    "tensorflow": r"tensorflow|keras|\btf\b",
+}
+
+
+def own_script(script: str, root: Path = ROOT, context: str = "") -> Path | None:
+    """The project example a command runs, by name; when several examples share the name
+    (examples/pytorch/train_resnet.py, examples/tensorflow/train_resnet_keras.py), the one whose
+    framework the surrounding text names."""
+    name = Path(script).name
+    if script.startswith(("benchmarks/", "./benchmarks/")):
+        bench = root / script.removeprefix("./")
+        if bench.is_file():  # the benchmark scripts, run from the repository root
+            return bench
+    hits = sorted(p for p in (root / "examples").rglob(name) if p.is_file())
+    if len(hits) <= 1:
+        return hits[0] if hits else None
+    if "/" in script:
+        exact = [h for h in hits if str(h).endswith("/" + script.lstrip("./"))]
+        if len(exact) == 1:
+            return exact[0]
+    scored = []
+    for h in hits:
+        pattern = _FRAMEWORK_WORDS.get(h.parent.name, re.escape(h.parent.name))
+        scored.append((len(re.findall(pattern, context, re.I)), h))
+    scored.sort(key=lambda t: -t[0])
+    if scored[0][0] and scored[0][0] > scored[1][0]:
+        return scored[0][1]
+    return None

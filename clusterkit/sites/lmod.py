@@ -13,7 +13,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from clusterkit.profiles import Site
+from clusterkit.sites.profiles import Site
 
 
 def _lua(text: str) -> str:

@@ -19,9 +19,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from clusterkit.errors import Finding, ProfileError
+from clusterkit.sites.errors import Finding, ProfileError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 # CLUSTERKIT_SITES_DIR points the whole toolkit at other profiles (e.g. a refreshed copy).
 SITES_DIR = Path(os.environ.get("CLUSTERKIT_SITES_DIR") or ROOT / "sites")
 SCHEMA_PATH = ROOT / "sites" / "schema.yaml"

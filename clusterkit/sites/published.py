@@ -1,6 +1,6 @@
 """Job scripts the sites publish in their own documentation repositories, gathered as a corpus.
 
-``python -m clusterkit.lint.published CHECKOUT [CHECKOUT ...] [--out DIR]`` reads git
+``python -m clusterkit.sites.published CHECKOUT [CHECKOUT ...] [--out DIR]`` reads git
 checkouts of the sites' documentation repositories (Bede's, ARCHER2's, OLCF's), finds every job
 script in them -- standalone script files, and code blocks of the reStructuredText and Markdown
 pages that hold ``#SBATCH`` or ``#BSUB`` directives -- and writes one file per script under
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.profiles import ROOT
+from clusterkit.sites.profiles import ROOT
 
 DEFAULT_OUT = ROOT / "tests" / "corpus" / "published"
 SCRIPT_SUFFIXES = {".sh", ".slurm", ".sbatch", ".lsf", ".bsub", ".job"}
@@ -291,7 +291,7 @@ def merge(new: list[dict], old: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from clusterkit.lint import published_manifest as M
+    from clusterkit.sites import published_manifest as M
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkouts", nargs="+", type=Path, help="git checkouts of the doc repos")

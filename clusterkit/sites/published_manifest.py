@@ -43,14 +43,14 @@ from pathlib import Path
 
 import yaml
 
-from clusterkit.profiles import ROOT, Site
+from clusterkit.sites.profiles import ROOT, Site
 
 CORPUS = ROOT / "tests" / "corpus" / "published"
 MANIFEST = CORPUS / "manifest.yaml"
 HEADER = """\
 # Job scripts published in the sites' own documentation repositories, with the verdict a
-# correct checker gives. Written by `python -m clusterkit.lint.published CHECKOUT...` (entries
-# and files) and by hand (verdicts, errors, reasons); see clusterkit/lint/published_manifest.py.
+# correct checker gives. Written by `python -m clusterkit.sites.published CHECKOUT...` (entries
+# and files) and by hand (verdicts, errors, reasons); see clusterkit/sites/published_manifest.py.
 """
 VERDICTS = {"accept", "refuse"}
 

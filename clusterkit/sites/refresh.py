@@ -2,15 +2,15 @@
 
 ::
 
-    python -m clusterkit.lint.refresh --site bede \\
+    python -m clusterkit.sites.refresh --site bede \\
         --scontrol-partitions FILE --scontrol-nodes FILE --sacctmgr-qos FILE \\
         --module-avail FILE [--module-spider FILE] [--out DIR]
-    python -m clusterkit.lint.refresh --site bede --live [--out DIR]   # runs the commands
+    python -m clusterkit.sites.refresh --site bede --live [--out DIR]   # runs the commands
 
 It reads ``scontrol show partition -o``, ``scontrol show node -o``, ``sacctmgr -P show qos``
 and ``module -t avail`` / ``module -t spider`` output, and for the software stacks ``conda search``
 and ``pip index versions`` output (``--conda-search FILE``, ``--pip-index-versions [INDEX=]FILE``;
-see :mod:`clusterkit.lint.stack_refresh`), compares them with ``sites/<site>.yaml``
+see :mod:`clusterkit.sites.stack_refresh`), compares them with ``sites/<site>.yaml``
 and writes, for review, ``<out>/<site>.diff.txt`` (partitions, limits, node shapes, QoS and
 modules added, changed or removed, each with the profile line it concerns) and
 ``<out>/<site>.yaml``, the profile with those changes made (line edits, so comments and layout
@@ -35,17 +35,9 @@ from typing import Any
 
 import hostlist
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.lint.changes import Change
-from clusterkit.lint.stack_refresh import (
-    PYPI,
-    StackLive,
-    compare_stacks,
-    parse_conda_search,
-    parse_pip_index,
-    read_stack_live,
-)
-from clusterkit.profiles import (
+from clusterkit.sites.changes import Change
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import (
     ROOT,
     SITES_DIR,
     duration_seconds,
@@ -53,6 +45,14 @@ from clusterkit.profiles import (
     line_of,
     load_profile,
     load_yaml,
+)
+from clusterkit.sites.stack_refresh import (
+    PYPI,
+    StackLive,
+    compare_stacks,
+    parse_conda_search,
+    parse_pip_index,
+    read_stack_live,
 )
 
 # --------------------------------------------------------------------------- parsing

@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.profiles import ROOT, line_of, load_yaml
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT, line_of, load_yaml
 
 RESULTS_DIR = ROOT / "results"
 STALE_AFTER_DAYS = 183  # about six months

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from clusterkit.lint.changes import Change
-from clusterkit.profiles import line_of
+from clusterkit.sites.changes import Change
+from clusterkit.sites.profiles import line_of
 
 PYPI = "https://pypi.org/simple"
 # conda package names that carry each framework, most specific first

@@ -2,8 +2,8 @@
 say what CI installs to stand in for it, and judge whether a training program supports it.
 
 The facts themselves live in the site profiles (``stacks:`` in ``sites/<site>.yaml``, read by
-:mod:`clusterkit.profiles`). A training program states the oldest framework versions it runs on
-in a module-level ``MINIMUM_VERSIONS`` dict, read here from its source without importing it.
+:mod:`clusterkit.sites.profiles`). A training program states the oldest framework versions it
+runs on in a module-level ``MINIMUM_VERSIONS`` dict, read here from its source without importing it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from clusterkit.errors import CheckError, Finding
-from clusterkit.profiles import ROOT, Stack, all_sites
+from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.profiles import ROOT, Stack, all_sites
 
 # What CI installs from PyPI for each framework a stack lists (x86-64, CPU builds where the
 # framework publishes a separate CPU package). Horovod is left out: PyPI has only its sources.

@@ -4,7 +4,7 @@ Hyphens in site and partition names become underscores (``{{ isambard_ai_title }
 names have none.
 
 ``conf.py`` hands them to MyST; MyST leaves inline code as it is, so
-:mod:`clusterkit.sphinxext` puts them into code spans too (the span
+:mod:`clusterkit.pages.sphinxext` puts them into code spans too (the span
 ``--cpus-per-task={{ bede_gh_cores }}`` shows the core count of Bede's profile), and the inline-code
 checks judge the span with the same values.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from clusterkit.profiles import all_sites
+from clusterkit.sites.profiles import all_sites
 
 SUBSTITUTION = re.compile(r"\{\{\s*(?P<key>[A-Za-z_]\w*)\s*\}\}")
 
