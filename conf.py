@@ -19,7 +19,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx.ext.doctest",
     "sphinxarg.ext",  # sphinx-argparse: the trainers' option pages
-    "clusterkit.sphinxext",
+    "clusterkit.pages.sphinxext",
 ]
 
 myst_enable_extensions = [
@@ -58,7 +58,7 @@ copybutton_remove_prompts = True
 
 # Site facts as substitutions, so prose can cite a figure without retyping it:
 # {{ bede_gpu_gpus }}, {{ summit_batch_usable_cores }}, {{ archer2_title }}, ... (see
-# clusterkit/substitutions.py; clusterkit.sphinxext applies them in inline code too).
-from clusterkit.substitutions import site_substitutions  # noqa: E402
+# clusterkit/sites/substitutions.py; clusterkit.pages.sphinxext applies them in inline code too).
+from clusterkit.sites.substitutions import site_substitutions  # noqa: E402
 
 myst_substitutions = site_substitutions()

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 ML_ENV = ROOT / ".nox" / "_ml"
 BUILD = ROOT / "_build"
 SPHINX_ARGS = ["-W", "--keep-going", "-n", "-c", str(ROOT), "docs"]
-# a fresh environment each build: Sphinx does not notice changes to clusterkit/sphinxext.py
+# a fresh environment each build: Sphinx does not notice changes to clusterkit/pages/sphinxext.py
 FRESH = ["-E"]
 
 nox.options.reuse_venv = "yes"
@@ -121,11 +121,11 @@ HOROVOD_WHEELS = ROOT / ".nox" / "_horovod-wheels"
 
 def horovod_installed(session: nox.Session, env: dict[str, str]) -> None:
     """Install Horovod into the shared ML environment from a wheel built for its PyTorch,
-    TensorFlow and Python (clusterkit.horovod_wheel): built once, in minutes, into
+    TensorFlow and Python (clusterkit.runs.horovod_wheel): built once, in minutes, into
     .nox/_horovod-wheels, and reused while those versions stay. Installed again only when the
     wheel changes."""
     python = str(ML_ENV / "bin" / "python")
-    find = [python, "-m", "clusterkit.horovod_wheel", str(HOROVOD_WHEELS)]
+    find = [python, "-m", "clusterkit.runs.horovod_wheel", str(HOROVOD_WHEELS)]
     if subprocess.run([*find, "--no-build"], capture_output=True).returncode == 3:
         tools = ["cmake", "g++", "make"]  # the build's, and Python's headers for Debian's Python
         apt_install(session, *tools, *(["python3-dev"] if sys.base_prefix == "/usr" else []))
@@ -163,14 +163,14 @@ def check(session: nox.Session) -> None:
     small environment exists): profiles, every job script through the emulator, the stale-command
     lint, third-party CLI contracts, module inventories, block routes, shellcheck, Sphinx -W -n."""
     session.install("-e", ".[docs,lint]")
-    session.run("python", "-m", "clusterkit.lint.fast", *session.posargs)
+    session.run("python", "-m", "clusterkit.pages.fast", *session.posargs)
 
 
 @nox.session(venv_backend="none", tags=["ci"])
 def tests(session: nox.Session) -> None:
     """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
     that runs a program in examples/ measures its lines (coverage.py, started by the hook in
-    clusterkit/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
+    clusterkit/runs/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
     and fails on a line that ran nowhere without a reason in tests/coverage-reasons.yaml."""
     # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
     apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
@@ -180,7 +180,7 @@ def tests(session: nox.Session) -> None:
     cov.parent.mkdir(parents=True, exist_ok=True)
     cov.unlink(missing_ok=True)
     lines = BUILD / "coverage" / "lines"
-    run_ml(session, env, "python", "-m", "clusterkit.program_lines", "start", str(lines))
+    run_ml(session, env, "python", "-m", "clusterkit.runs.program_lines", "start", str(lines))
     run_ml(
         session,
         env,
@@ -218,7 +218,7 @@ def tests(session: nox.Session) -> None:
             env,
             "python",
             "-m",
-            "clusterkit.lint.coverage",
+            "clusterkit.pages.coverage",
             *(arg for log in logs for arg in ("--log", log)),
             "--lines",
             str(lines),
@@ -290,7 +290,7 @@ def stacks(session: nox.Session) -> None:
     and rebuilt only when the list changes; two stacks are tested at a time (``-- --jobs N``).
     ``-- --only site/name`` checks one stack."""
     session.install("-e", ".", pinned_requirement("uv"))  # uv builds the environments
-    session.run("python", "-m", "clusterkit.stack_ci", *session.posargs)
+    session.run("python", "-m", "clusterkit.runs.stack_ci", *session.posargs)
 
 
 @nox.session

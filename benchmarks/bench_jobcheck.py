@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clusterkit.emulate.checkjob import check_job_file  # noqa: E402
-from clusterkit.profiles import (  # noqa: E402
+from clusterkit.sites.profiles import (  # noqa: E402
     Partition,
     Site,
     duration_seconds,

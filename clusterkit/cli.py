@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from clusterkit.errors import CheckError
+from clusterkit.sites.errors import CheckError
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    from clusterkit.profiles import load_profile, profile_paths
+    from clusterkit.sites.profiles import load_profile, profile_paths
 
     paths = [Path(p) for p in args.files] or profile_paths()
     bad = 0
@@ -32,7 +32,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _check_channel_manifests() -> int:
-    from clusterkit.channels import CHANNELS_DIR, load_manifest
+    from clusterkit.sites.channels import CHANNELS_DIR, load_manifest
 
     bad = 0
     for path in sorted(p for p in CHANNELS_DIR.glob("*.yaml") if p.name != "schema.yaml"):
@@ -50,7 +50,7 @@ def _check_channel_manifests() -> int:
 def cmd_check_job(args: argparse.Namespace) -> int:
     from clusterkit.emulate.checkjob import check_job_file
     from clusterkit.emulate.report import with_ranks
-    from clusterkit.profiles import load_site
+    from clusterkit.sites.profiles import load_site
 
     report = check_job_file(Path(args.script), load_site(args.site))
     for f in report.findings:
@@ -61,15 +61,15 @@ def cmd_check_job(args: argparse.Namespace) -> int:
 
 
 def cmd_shims(args: argparse.Namespace) -> int:
-    from clusterkit.emulate import shimdir
+    from clusterkit.runs import shimdir
 
     print(shimdir.ensure(Path(args.dir) if args.dir else None))
     return 0
 
 
 def cmd_modulefiles(args: argparse.Namespace) -> int:
-    from clusterkit.lmod import write_modulefiles
-    from clusterkit.profiles import load_site
+    from clusterkit.sites.lmod import write_modulefiles
+    from clusterkit.sites.profiles import load_site
 
     print(write_modulefiles(load_site(args.site), Path(args.out)))
     return 0
@@ -77,7 +77,7 @@ def cmd_modulefiles(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Every static check, without training runs: what writers run before each commit."""
-    from clusterkit.lint import fast
+    from clusterkit.pages import fast
 
     return fast.main([])
 

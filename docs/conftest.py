@@ -1,7 +1,7 @@
-"""Collect every code block of every page with Sybil; see clusterkit.pagetest for the routing."""
+"""Collect every code block of every page with Sybil; clusterkit.pages.pagetest routes them."""
 
 from sybil import Sybil
 
-from clusterkit.pagetest import parsers
+from clusterkit.pages.pagetest import parsers
 
 pytest_collect_file = Sybil(parsers=parsers(), patterns=["*.md"]).pytest()

@@ -10,8 +10,8 @@ time to solution at most 10 % longer.
 The MLCommons code is not part of this project: point the checks at a checkout of
 ``github.com/mlcommons/hpc`` with ``-S mlperf_hpc_dir=/path/to/hpc`` (or ``$MLPERF_HPC`` in the
 job's environment). Both programs log in MLPerf's ``:::MLLOG {json}`` format, read here with
-:mod:`clusterkit.trainlog`; until that parser knows those lines, real runs are skipped (dry runs
-still write the job scripts).
+:mod:`clusterkit.runs.trainlog`; until that parser knows those lines, real runs are skipped
+(dry runs still write the job scripts).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     # appended, not inserted: ReFrame restores sys.path by position after loading a file
     sys.path.append(_ROOT)
-from clusterkit.reframe_config import env_name  # noqa: E402
+from clusterkit.reframe.config import env_name  # noqa: E402
 from reframe_checks import support as common  # noqa: E402
 
 # per benchmark: (script inside the mlcommons/hpc checkout, output option, run tag option,
@@ -129,7 +129,7 @@ class MLCommonsHPCBase(rfm.RunOnlyRegressionTest):
         )
         self.skip_if(
             not self.is_dry_run() and not common.reads_mllog(),
-            "clusterkit.trainlog does not read MLPerf :::MLLOG lines yet",
+            "clusterkit.runs.trainlog does not read MLPerf :::MLLOG lines yet",
         )
         run, part = self.example_run, self.current_partition
         ex = part.extras

@@ -5,7 +5,7 @@ partition's launcher) and ``examples/tensorflow/train_resnet_keras.py`` (one wor
 holding its GPUs). Settings (batch size, precision, memory format, loader workers) are those of
 the site's example job script for the partition (the files the how-to and benchmark pages
 show); only the length of the run is the check's own. The trainers' log lines are read by
-:mod:`clusterkit.trainlog`, and the throughput is held to the figure recorded in
+:mod:`clusterkit.runs.trainlog`, and the throughput is held to the figure recorded in
 ``results/*.yaml`` for the same site, partition and number of GPUs, where one exists.
 
 Run on a real cluster (see docs/howto/site-staff/run-reframe.md)::
@@ -53,7 +53,7 @@ class ResNet50Base(rfm.RunOnlyRegressionTest):
     #: CI setting of the trainers (tiny images, CPU is enough); for rehearsals off the cluster
     tiny = variable(bool, value=False)
     max_minutes = variable(int, value=20)
-    #: where the run came from, recorded in the report (see clusterkit.reframe_results)
+    #: where the run came from, recorded in the report (see clusterkit.reframe.results)
     clusterkit_commit = variable(str, value=common.project_commit())
     software = variable(typ.Dict[str, str], value={})
     example = variable(str, value="")
@@ -129,7 +129,7 @@ class ResNet50Base(rfm.RunOnlyRegressionTest):
                 "MASTER_ADDR=$(echo \"$LSB_MCPU_HOSTS\" | cut -d ' ' -f 3)",
                 "export MASTER_ADDR",
             ]
-        else:  # a rehearsal on this machine (clusterkit.reframe_config --local)
+        else:  # a rehearsal on this machine (clusterkit.reframe.config --local)
             self.env_vars["MASTER_ADDR"] = "127.0.0.1"
             self.prerun_cmds = [common.versions_command(list(self.framework_modules), self.python)]
         limit = min(self.max_minutes * 60, int(ex.get("max_walltime_s") or 10**9))

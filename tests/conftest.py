@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from benchmark_scripts import benchmark_module
 
-from clusterkit import lines_hook
-from clusterkit.emulate import shimdir
+from clusterkit.runs import lines_hook, shimdir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,7 +91,7 @@ def _program_lines_in_module(request):
 @pytest.fixture(autouse=True)
 def _program_lines_in_process(request):
     """Tests marked program_lines run a program in this process: measure its lines (only the
-    processes that run a program are measured as a whole; see clusterkit/lines_hook.py)."""
+    processes that run a program are measured as a whole; see clusterkit/runs/lines_hook.py)."""
     if request.node.get_closest_marker("program_lines") is None:
         yield
         return

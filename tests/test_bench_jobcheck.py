@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clusterkit.profiles import profile_paths
+from clusterkit.sites.profiles import profile_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 

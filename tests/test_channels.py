@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit import channels as C
-from clusterkit.errors import CheckError
-from clusterkit.lint.stack_refresh import CONDA_NAMES
-from clusterkit.profiles import all_sites
+from clusterkit.sites import channels as C
+from clusterkit.sites.errors import CheckError
+from clusterkit.sites.profiles import all_sites
+from clusterkit.sites.stack_refresh import CONDA_NAMES
 
 OPENCE = "https://ftp.osuosl.org/pub/open-ce/current/"
 CU124 = "https://download.pytorch.org/whl/cu124"

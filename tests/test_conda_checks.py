@@ -3,8 +3,8 @@ against the recorded channel manifest."""
 
 from __future__ import annotations
 
-from clusterkit import conda_checks
-from clusterkit.profiles import ROOT, load_site
+from clusterkit.commands import conda as conda_checks
+from clusterkit.sites.profiles import ROOT, load_site
 
 OPEN_CE = "https://ftp.osuosl.org/pub/open-ce/current/"
 TUTORIAL = "docs/tutorials/first-pytorch-job-bede.md"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from clusterkit import container_checks, container_images
-from clusterkit.command_checks import check_shell_text
-from clusterkit.profiles import load_site
+from clusterkit.commands import containers as container_checks
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.sites import container_images
+from clusterkit.sites.profiles import load_site
 
 NGC = "docker://nvcr.io/nvidia/pytorch:24.09-py3"
 GH_PAGE = "docs/howto/containers.md"  # the Bede tab builds on a Grace-Hopper (arm64) node

@@ -9,10 +9,10 @@ import textwrap
 
 import pytest
 
-from clusterkit import contracts as C
-from clusterkit.lint import contracts_tool as T
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.commands import contracts_tool as T
+from clusterkit.grammars import myst as P
+from clusterkit.sites import contracts as C
+from clusterkit.sites.profiles import ROOT
 
 KEPT = T.kept_contracts()
 BY_NAME = {k.name: k for k in KEPT}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
-from clusterkit.profiles import load_site
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.sites.profiles import load_site
 
 REMOTE = '"$USER@LOGIN-NODE:/nobackup/projects/bdXXXYY/data/"'
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from clusterkit import results as res
-from clusterkit import results_plot, trainer_parsers
-from clusterkit.lint import trainer_help
+from clusterkit.grammars import trainer_help
+from clusterkit.pages import results_plot, trainer_parsers
+from clusterkit.sites import results as res
 
 
 @pytest.mark.parametrize("name", sorted(trainer_parsers.TRAINERS))

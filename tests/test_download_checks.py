@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
-from clusterkit.profiles import load_site
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.sites.profiles import load_site
 
 PAGE = "docs/howto/environment.md"
 BASE = "base=https://github.com/conda-forge/miniforge/releases/latest/download\n"

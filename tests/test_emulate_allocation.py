@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
+from clusterkit.commands.shell import check_shell_text
 from clusterkit.emulate.allocation import outside_job
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 
 def _found(text: str, site: str) -> list[tuple[int, str, str]]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from clusterkit.emulate import container_options, containers
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 SUMMIT = load_site("summit")
 BEDE = load_site("bede")

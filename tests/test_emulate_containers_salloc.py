@@ -6,7 +6,7 @@ import subprocess
 
 from clusterkit.emulate import containers
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 
 def test_salloc_grants_and_runs_the_command(emulated_env):

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterkit.emulate import ddl, launcher_options, registry, shimdir
+from clusterkit.emulate import ddl, launcher_options, registry
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.profiles import load_site
+from clusterkit.runs import shimdir
+from clusterkit.sites.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 BEDE = load_site("bede")
@@ -167,7 +168,7 @@ def bede_shims(emulated_env, tmp_path):
     shim = extra / "bede-mpirun"
     shim.write_text(
         f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-        "from clusterkit.emulate.entry import main\nmain('bede-mpirun')\n"
+        "from clusterkit.runs.entry import main\nmain('bede-mpirun')\n"
     )
     shim.chmod(0o755)
     # the thread counts as bede-mpirun sets them, not as fitted to this machine's cores

@@ -32,8 +32,8 @@ from clusterkit.emulate.body import check_command_line
 from clusterkit.emulate.checkjob import check_job_file
 from clusterkit.emulate.jsrun import check_jsrun_line
 from clusterkit.emulate.report import with_ranks
-from clusterkit.errors import Finding
-from clusterkit.profiles import load_site, profile_paths
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import load_site, profile_paths
 
 _COMMON = {
     "deadline": None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.emulate.checkjob import check_job_file
-from clusterkit.profiles import ROOT, load_site
+from clusterkit.sites.profiles import ROOT, load_site
 
 RULE = "gpu-not-requested"
 # (site, job script, its GPU request, the same without it)

@@ -31,7 +31,7 @@ from clusterkit.emulate.lsf_options import (
     render_rstring,
 )
 from clusterkit.emulate.report import PLAN_RANKS_SHOWN, with_ranks
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMIT = load_site("summit")

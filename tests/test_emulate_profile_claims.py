@@ -13,8 +13,8 @@ import yaml
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.modules import check_module
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.errors import ProfileError
-from clusterkit.profiles import SITES_DIR, Site, all_sites, load_profile, load_site
+from clusterkit.sites.errors import ProfileError
+from clusterkit.sites.profiles import SITES_DIR, Site, all_sites, load_profile, load_site
 
 ARCHER2, BEDE, SUMMIT = (load_site(s) for s in ("archer2", "bede", "summit"))
 
@@ -72,7 +72,7 @@ def _with_coverage(site: Site, coverage: str) -> Site:
 def test_an_unlisted_module_is_a_warning_in_a_partial_inventory():
     [f] = check_module("job.sbatch", 7, "cray-mpich/8.1.23", BEDE)
     assert f.level == "warning" and f.rule == "module-unlisted" and f.line == 7
-    assert "python -m clusterkit.lint.refresh --site bede --module-avail FILE" in f.message
+    assert "python -m clusterkit.sites.refresh --site bede --module-avail FILE" in f.message
     # a version the inventory does not list, of a module it does list, is still an error
     [g] = check_module("job.sbatch", 7, "cuda/0.1", BEDE)
     assert g.level == "error" and g.rule == "module-known" and "cuda/12.4.1" in g.message

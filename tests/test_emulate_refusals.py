@@ -13,7 +13,7 @@ from clusterkit.emulate.checkjob import check_job_file
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.report import with_ranks
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 BEDE, ARCHER2, SUMMIT = (load_site(s) for s in ("bede", "archer2", "summit"))
 GPU = BEDE.partitions["gpu"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from clusterkit.emulate import registry
 from clusterkit.emulate.body import check_command_line
 from clusterkit.emulate.checkjob import check_job_file
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 BEDE, SUMMIT = load_site("bede"), load_site("summit")
 GPUS = BEDE.default_partition.node_type.gpus

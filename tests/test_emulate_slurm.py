@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from clusterkit.emulate import slurm, slurm_options, slurm_request
 from clusterkit.emulate.report import with_ranks
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.profiles import load_site
+from clusterkit.sites.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SLICE = ROOT / "examples" / "bede" / "pytorch-ddp-1node.sbatch"

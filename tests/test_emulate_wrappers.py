@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
+from clusterkit.commands.shell import check_shell_text
 from clusterkit.emulate import registry
 from clusterkit.emulate.allocation import job_options
 from clusterkit.emulate.wrappers import wrapper_names
-from clusterkit.profiles import check_consistency, load_site
+from clusterkit.sites.profiles import check_consistency, load_site
 
 
 @pytest.fixture(scope="module")

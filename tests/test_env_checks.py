@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit import env_checks
-from clusterkit.command_checks import check_shell_text
-from clusterkit.profiles import load_site
+from clusterkit.commands import env as env_checks
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.sites.profiles import load_site
 
 
 def _found(text: str, site=None) -> list[tuple[int, str]]:

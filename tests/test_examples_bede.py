@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from clusterkit import trainlog
+from clusterkit.runs import trainlog
 
 ROOT = Path(__file__).resolve().parent.parent
 SLICE = ROOT / "examples" / "bede" / "pytorch-ddp-1node.sbatch"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import trainlog
-from clusterkit.profiles import load_site, profile_paths
+from clusterkit.runs import trainlog
+from clusterkit.sites.profiles import load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"

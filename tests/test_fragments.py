@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from clusterkit import fragments
+from clusterkit.pages import fragments
 
 COMM = "deepcam/src/deepCam/utils/comm.py:init"
 TRAINER = "deepcam/src/deepCam/driver/trainer.py:train_epoch"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
+from clusterkit.commands.shell import check_shell_text
 
 pytest.importorskip("tensorboard", reason="tensorboard is installed by requirements/ml.txt")
 

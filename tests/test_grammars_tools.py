@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
+from clusterkit.commands.shell import check_shell_text
 
 
 def _rules(text: str):

@@ -1,4 +1,4 @@
-"""clusterkit.horovod_wheel: the patches, the cache's names, and the build's steps (with the
+"""clusterkit.runs.horovod_wheel: the patches, the cache's names, and the build's steps (with the
 download, pip and the compiler stood in for: the tests session itself builds the real wheel)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import horovod_wheel as hw
+from clusterkit.runs import horovod_wheel as hw
 
 VERSIONS = {"torch": "2.14.1", "cuda": "13.0", "tensorflow": "2.21.0", "python": "3.11"}
 TOP = "project(horovod)\nset(CMAKE_CXX_STANDARD 14)\n"

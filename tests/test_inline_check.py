@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import inline_check, prose
+from clusterkit.grammars import prose
+from clusterkit.pages import inline_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,7 +122,7 @@ MISTAKES = [
         "- `--cpus-per-task={{ bede_gh_core }}`",
         {"substitution"},
     ),
-    # the options of the command the section runs (python -m clusterkit.reframe_config)
+    # the options of the command the section runs (python -m clusterkit.reframe.config)
     (
         "docs/howto/site-staff/run-reframe.md",
         "`--include-historical` adds the others",
@@ -265,7 +266,7 @@ def test_inline_code_shows_the_site_fact_it_names():
     from docutils.core import publish_doctree
     from myst_parser.parsers.docutils_ import Parser
 
-    from clusterkit.sphinxext import substitute_code
+    from clusterkit.pages.sphinxext import substitute_code
 
     doc = publish_doctree(
         "Use `--cpus-per-task={{ cores }}` and `{{ nothing }}`.\n",
@@ -279,7 +280,7 @@ def test_inline_code_shows_the_site_fact_it_names():
 
 
 def test_an_option_of_a_module_that_is_not_here_is_not_taken_for_its():
-    from clusterkit import tool_options
+    from clusterkit.commands import tool_options
 
     found = tool_options.check("python -m no_such_module_here", "page.md", 3, ["--flag"])
     assert [f.rule for f in found] == ["script-flags"]

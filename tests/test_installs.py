@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import install_target, installs, python_commands
-from clusterkit.lint import pages as P
-from clusterkit.profiles import Site, load_site
+from clusterkit.commands import install_target, installs
+from clusterkit.commands import python as python_commands
+from clusterkit.grammars import myst as P
+from clusterkit.sites.profiles import Site, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 GH_PAGE = ROOT / "docs" / "howto" / "environment.md"

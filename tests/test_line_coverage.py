@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import lines_hook
-from clusterkit import program_lines as PL
-from clusterkit.lint import coverage as COV
-from clusterkit.lint import line_reasons as LR
-from clusterkit.profiles import ROOT
+from clusterkit.pages import coverage as COV
+from clusterkit.runs import line_reasons as LR
+from clusterkit.runs import lines_hook
+from clusterkit.runs import program_lines as PL
+from clusterkit.sites.profiles import ROOT
 
 PROGRAM = textwrap.dedent("""\
     import sys
@@ -159,7 +159,7 @@ def test_a_test_process_measures_what_it_runs_in_a_measured_block(tree, tmp_path
     script = textwrap.dedent(f"""\
         import runpy
         from pathlib import Path
-        from clusterkit import lines_hook, program_lines as PL
+        from clusterkit.runs import lines_hook, program_lines as PL
         runpy.run_path({str(program(tree))!r})  # outside the block: not measured
         PL.measure(Path({str(other)!r}), [Path({str(program(tree))!r})], root=Path({str(tree)!r}))
         with lines_hook.measured():

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.lint import binding, cited_headings, content, option_units, pins, script_envs
-from clusterkit.lint import pages as P
-from clusterkit.lint import trainer_help as H
-from clusterkit.profiles import load_site
+from clusterkit.commands import binding, pins, script_envs
+from clusterkit.grammars import myst as P
+from clusterkit.grammars import trainer_help as H
+from clusterkit.pages import cited_headings, content, option_units
+from clusterkit.sites.profiles import load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 KERAS = ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"

@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from clusterkit.lint import coverage as COV
-from clusterkit.lint import pages as P
-from clusterkit.profiles import ROOT
+from clusterkit.grammars import myst as P
+from clusterkit.pages import coverage as COV
+from clusterkit.sites.profiles import ROOT
 
 PAGE = textwrap.dedent("""\
     ---

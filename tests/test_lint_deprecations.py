@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import yaml
 
-from clusterkit.lint import deprecations as D
+from clusterkit.commands import deprecations as D
 
 ENTRIES = D.registry()
 CASES = [(e, ex) for e in ENTRIES for ex in e.examples]

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-from clusterkit.lint import fast
-from clusterkit.profiles import ROOT
+from clusterkit.pages import fast
+from clusterkit.sites.profiles import ROOT
 
 
 def test_all_checks_are_wired():
@@ -18,7 +18,7 @@ def test_all_checks_are_wired():
 def test_static_checks_run_without_importing_a_framework():
     code = (
         "import json, sys\n"
-        "from clusterkit.lint import fast\n"
+        "from clusterkit.pages import fast\n"
         "results = fast.run([n for n in fast.CHECKS if n != 'sphinx'], quiet=True)\n"
         "print(json.dumps({'frameworks': sorted(m for m in ('torch', 'tensorflow', 'keras')\n"
         "    if m in sys.modules), 'ran': [r.name for r in results]}))\n"

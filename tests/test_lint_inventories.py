@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from clusterkit.lint import inventories as I
-from clusterkit.profiles import ROOT, load_site
+from clusterkit.commands import inventories as I
+from clusterkit.sites.profiles import ROOT, load_site
 
 
 def _rules(found) -> list[tuple[int, str]]:

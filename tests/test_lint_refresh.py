@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clusterkit.commands import inventories as I
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.lint import inventories as I
-from clusterkit.lint import pages as P
-from clusterkit.lint import refresh as R
-from clusterkit.lint import stack_refresh as S
-from clusterkit.profiles import ROOT, load_profile, load_yaml
+from clusterkit.grammars import myst as P
+from clusterkit.sites import refresh as R
+from clusterkit.sites import stack_refresh as S
+from clusterkit.sites.profiles import ROOT, load_profile, load_yaml
 
 FIX = ROOT / "tests" / "fixtures" / "refresh"
 

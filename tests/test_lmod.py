@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from clusterkit.emulate.modules import check_module
-from clusterkit.lmod import write_modulefiles
-from clusterkit.profiles import all_sites
+from clusterkit.sites.lmod import write_modulefiles
+from clusterkit.sites.profiles import all_sites
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 pytestmark = pytest.mark.skipif(
@@ -51,7 +51,7 @@ def test_removed_and_historical_modules(tmp_path):
     """A removed module fails with its replacement; a historical one loads with a notice."""
     import copy
 
-    from clusterkit.profiles import Site, load_site
+    from clusterkit.sites.profiles import Site, load_site
 
     base = load_site("bede")
     data = copy.deepcopy(dict(base.data))

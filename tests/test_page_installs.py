@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.command_checks import check_shell_text
-from clusterkit.profiles import load_site
+from clusterkit.commands.shell import check_shell_text
+from clusterkit.sites.profiles import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTIER, ISAMBARD = "docs/howto/frontier", "docs/howto/isambard-ai"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.profiles import all_sites, load_site
-from clusterkit.sphinxext import SHOWS, facts_rows
+from clusterkit.pages.sphinxext import SHOWS, facts_rows
+from clusterkit.sites.profiles import all_sites, load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

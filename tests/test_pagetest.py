@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from clusterkit.pagetest import AnyFenceParser, strip_prompts
+from clusterkit.pages.pagetest import AnyFenceParser, strip_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,11 +124,11 @@ def test_a_skip_needs_a_reason(tmp_path):
 
 
 def test_salloc_lines_are_judged_like_batch_jobs():
-    from clusterkit.command_checks import COMMAND_CHECKERS
-    from clusterkit.profiles import load_site
+    from clusterkit.commands import registry
+    from clusterkit.sites.profiles import load_site
 
     bede = load_site("bede")
-    check = COMMAND_CHECKERS["salloc"]
+    check = registry.command("salloc")
     ok = "salloc --account=bdXXXYY --partition=test --gres=gpu:1 --time=00:30:00".split()
     assert check("p.md", 3, ok, bede) == []
     too_many = "salloc --account=bdXXXYY --partition=test --nodes=3 --time=00:30:00".split()
@@ -163,7 +163,7 @@ def test_a_run_block_runs_from_the_repository_root(tmp_path):
 def test_a_block_after_a_closed_tab_group_has_the_page_site_not_the_last_tab():
     from types import SimpleNamespace
 
-    from clusterkit.pagetest import site_for
+    from clusterkit.pages.pagetest import site_for
 
     text = textwrap.dedent("""\
         ---

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit.errors import ProfileError
-from clusterkit.profiles import (
+from clusterkit.sites.errors import ProfileError
+from clusterkit.sites.profiles import (
     all_sites,
     duration_seconds,
     load_profile,

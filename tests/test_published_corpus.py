@@ -15,11 +15,11 @@ import textwrap
 
 import pytest
 
-from clusterkit.lint import published as P
-from clusterkit.lint import published_check as C
-from clusterkit.lint import published_manifest as M
-from clusterkit.lint import published_page
-from clusterkit.profiles import load_site
+from clusterkit.pages import published_check as C
+from clusterkit.pages import published_page
+from clusterkit.sites import published as P
+from clusterkit.sites import published_manifest as M
+from clusterkit.sites.profiles import load_site
 
 MANIFEST = M.load()
 ENTRIES = MANIFEST["scripts"]
@@ -171,7 +171,7 @@ def test_every_disagreement_is_listed_with_its_reason(agreement, capsys):
 def test_no_reason_outlives_its_disagreement(agreement):
     assert not agreement.stale, (
         "the emulator agrees now on entries listed as disagreeing: run "
-        "`python -m clusterkit.lint.published_check --update`\n" + "\n".join(agreement.stale)
+        "`python -m clusterkit.pages.published_check --update`\n" + "\n".join(agreement.stale)
     )
 
 
@@ -183,9 +183,9 @@ def test_agreement_reaches_the_threshold(agreement):
 # --------------------------------------------------------------------------- the page
 def test_page_is_the_one_the_manifest_gives():
     page = published_page.PAGE
-    assert page.is_file(), "run python -m clusterkit.lint.published_page --write"
+    assert page.is_file(), "run python -m clusterkit.pages.published_page --write"
     assert page.read_text(encoding="utf-8") == published_page.render(MANIFEST), (
-        "stale: run python -m clusterkit.lint.published_page --write"
+        "stale: run python -m clusterkit.pages.published_page --write"
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import trainlog
+from clusterkit.runs import trainlog
 
 # Some tests load the trainer as a module: its lines that run here are measured too.
 pytestmark = pytest.mark.program_lines

@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit import reframe_config as rc
-from clusterkit import reframe_results as rr
-from clusterkit import results
 from clusterkit.emulate import lsf
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.errors import CheckError
-from clusterkit.lmod import write_modulefiles
-from clusterkit.profiles import ROOT, SITES_DIR, Site, load_profile
+from clusterkit.reframe import config as rc
+from clusterkit.reframe import results as rr
+from clusterkit.sites import results
+from clusterkit.sites.errors import CheckError
+from clusterkit.sites.lmod import write_modulefiles
+from clusterkit.sites.profiles import ROOT, SITES_DIR, Site, load_profile
 
 REQUIRE = os.environ.get("CLUSTERKIT_REQUIRE_REFRAME") == "1"
 LMOD_CMD = Path("/usr/share/lmod/lmod/libexec/lmod")
@@ -422,13 +422,13 @@ def test_the_rendered_page_follows_the_imported_results(results_dir, tmp_path, m
         _need(False, "Sphinx (pip install sphinx)")
     src = tmp_path / "site"
     src.mkdir()
-    (src / "conf.py").write_text("extensions = ['clusterkit.sphinxext']\n")
+    (src / "conf.py").write_text("extensions = ['clusterkit.pages.sphinxext']\n")
     (src / "index.rst").write_text(
         "ResNet-50\n=========\n\n"
         ".. last-verified:: bede resnet50-pytorch\n\n"
         ".. results-table:: resnet50-pytorch\n"
     )
-    # the directives read results/ through clusterkit.results: point it at the copy
+    # the directives read results/ through clusterkit.sites.results: point it at the copy
     real_load_all = results.load_all
     monkeypatch.setattr(results, "load_all", lambda d=results_dir: real_load_all(d))
     monkeypatch.setattr(results, "RESULTS_DIR", results_dir)

@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 import yaml
 
-from clusterkit import results
-from clusterkit.errors import CheckError
+from clusterkit.sites import results
+from clusterkit.sites.errors import CheckError
 
 
 def _write(tmp_path, entries):

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit import lmod, slurmconf
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.errors import ProfileError
-from clusterkit.profiles import load_profile, load_site, profile_paths
-from clusterkit.sphinxext import facts_rows
+from clusterkit.pages.sphinxext import facts_rows
+from clusterkit.runs import slurmconf
+from clusterkit.sites import lmod
+from clusterkit.sites.errors import ProfileError
+from clusterkit.sites.profiles import load_profile, load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -225,7 +226,7 @@ def test_every_site_gets_substitutions_pages_can_use():
 def test_a_node_types_network_reaches_pages_and_the_nodes_table():
     """A node type's ``network`` becomes ``{{ site_partition_network }}`` and a column of the
     nodes table; a site that records none gets no column."""
-    from clusterkit.substitutions import site_substitutions
+    from clusterkit.sites.substitutions import site_substitutions
 
     bede = load_site("bede")
     gh = bede.partitions["gh"].node_type.raw["network"]

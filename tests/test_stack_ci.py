@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterkit import stack_ci
-from clusterkit import stacks as S
-from clusterkit.profiles import ROOT, Stack, load_profile
+from clusterkit.runs import stack_ci
+from clusterkit.sites import stacks as S
+from clusterkit.sites.profiles import ROOT, Stack, load_profile
 
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
 TWO_RANKS = "test_two_ranks_under_torchrun"  # the program's two-rank tiny run
@@ -234,7 +234,7 @@ def test_a_stack_fact_changed_in_the_profile_changes_what_ci_installs_and_runs(t
 
 
 def test_every_training_program_has_tests_registered():
-    from clusterkit.lint import stack_pages
+    from clusterkit.runs import stack_pages
 
     for program in stack_pages.training_programs().values():
         rel = str(program.relative_to(ROOT))
@@ -263,8 +263,8 @@ def test_stacks_no_page_names_are_reported_and_left_alone(tmp_path):
 
 
 def test_the_session_stops_on_a_page_naming_an_unknown_stack(monkeypatch, capsys):
-    from clusterkit.errors import Finding
-    from clusterkit.lint import stack_pages
+    from clusterkit.runs import stack_pages
+    from clusterkit.sites.errors import Finding
 
     finding = Finding("docs/x.md", 3, "stack-exists", "no stack 'bede/nope'")
     monkeypatch.setattr(stack_pages, "check_all", lambda: [finding])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from clusterkit.profiles import ROOT, load_profile, load_site
-from clusterkit.sphinxext import STACK_HEADERS, facts_rows, stack_route
+from clusterkit.pages.sphinxext import STACK_HEADERS, facts_rows, stack_route
+from clusterkit.sites.profiles import ROOT, load_profile, load_site
 
 
 def test_one_row_per_stack_in_header_order():

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import stacks as S
-from clusterkit.errors import CheckError
-from clusterkit.lint import stack_pages as SP
-from clusterkit.lint.pages import scan_page, scan_pages
-from clusterkit.profiles import ROOT, Stack
+from clusterkit.grammars.myst import scan_page, scan_pages
+from clusterkit.runs import stack_pages as SP
+from clusterkit.sites import stacks as S
+from clusterkit.sites.errors import CheckError
+from clusterkit.sites.profiles import ROOT, Stack
 
 TORCH_TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
 KERAS_TRAINER = ROOT / "examples" / "tensorflow" / "train_resnet_keras.py"
@@ -200,7 +200,7 @@ def build(tmp_path: Path, front: str) -> tuple[str, str]:
 
     src = tmp_path / "src"
     src.mkdir()
-    (src / "conf.py").write_text("extensions = ['myst_parser', 'clusterkit.sphinxext']\n")
+    (src / "conf.py").write_text("extensions = ['myst_parser', 'clusterkit.pages.sphinxext']\n")
     script = os.path.relpath(ROOT / "examples/bede/pytorch-ddp-1node.sbatch", src)
     body = f"```{{literalinclude}} {script}\n```\n"
     (src / "index.md").write_text(
@@ -236,7 +236,7 @@ def test_the_directive_says_which_stacks_the_page_uses(known, tmp_path):
 def test_the_pages_say_which_of_their_stacks_a_program_cannot_run_on():
     """Summit's page runs train_resnet.py in its jsrun lines under Open-CE 1.1.3 (PyTorch 1.7.1):
     its stacks box says the trainer stops there, naming the version."""
-    from clusterkit.sphinxext import PageStacks
+    from clusterkit.pages.sphinxext import PageStacks
 
     said = {}
     for recipe in scan_pages():

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import trainlog
+from clusterkit.runs import trainlog
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"

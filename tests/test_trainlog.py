@@ -1,4 +1,4 @@
-"""clusterkit.trainlog: our trainers' lines and the third-party lines the pages show."""
+"""clusterkit.runs.trainlog: our trainers' lines and the third-party lines the pages show."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterkit import trainlog
-from clusterkit.trainlog import Record, TrainLogError
+from clusterkit.runs import trainlog
+from clusterkit.runs.trainlog import Record, TrainLogError
 
 # The WMLCE ResNet-50 output on the Bede page, as printed there: wrapped at 80 columns.
 WMLCE_WRAPPED = """\

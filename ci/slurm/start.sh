@@ -1,6 +1,6 @@
 #!/bin/bash
 # start.sh SITE STATE_DIR -- bring up a throw-away Slurm cluster on this machine, configured from
-# sites/SITE.yaml by clusterkit/slurmconf.py: slurmctld plus one slurmd per logical node, all on
+# sites/SITE.yaml by clusterkit/runs/slurmconf.py: slurmctld plus one slurmd per logical node, all on
 # this host. Needs root and Debian's Slurm 22.05 and munge: missing packages are installed
 # (apt-get). Everything the cluster writes (config, state, logs, pid files, fake GPU devices)
 # stays under STATE_DIR; ci/slurm/stop.sh STATE_DIR takes it down again.
@@ -52,7 +52,7 @@ if [ -s "$state/slurmctld.pid" ] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/d
     exit 1
 fi
 mkdir -p "$state/etc" "$state/ctld" "$state/fakedev"
-PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -m clusterkit.slurmconf "$site" \
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -m clusterkit.runs.slurmconf "$site" \
     --out "$state/etc" --state "$state" --port-base "$port_base" >/dev/null
 export SLURM_CONF=$state/etc/slurm.conf
 max_gpus=$(awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { print m }' "$state/etc/nodes")

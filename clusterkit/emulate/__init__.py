@@ -1,5 +1,5 @@
-"""Dry-run emulation of the schedulers and launchers of the sites, in four layers whose imports
-point down only:
+"""Dry-run emulation of the schedulers and launchers of the sites: the judges of job requests,
+in three layers whose imports point down only:
 
 1. grammars: how the tools read their input, with no site knowledge -- ``script`` (a job
    script's bytes, lines and commands), ``slurm_options``, ``lsf_options``,
@@ -7,10 +7,13 @@ point down only:
    environment each launcher gives a rank);
 2. the core: ``report`` (findings and a plan in counts), ``registry`` (judges by name),
    ``body`` (the commands of a script, each handed to its judge), ``slurm_request``/``bsub``
-   (what a script asks for), ``slurm`` (Slurm's rules), ``checkjob`` (the CLI's entry);
+   (what a script asks for), ``slurm`` (Slurm's rules), ``allocation`` (an ``salloc`` or
+   login-node ``srun``), ``checkjob`` (the command line's entry);
 3. judges, each registered by name: ``sbatch`` and ``lsf`` judge whole scripts; ``srun``,
    ``jsrun``, ``ddl``, ``containers``, ``programs``, ``modules`` and ``wrappers`` (a
-   site's own commands around a Slurm client) judge commands;
-4. the shims that run things here, scaled down: ``run_slurm``, ``run_lsf``, ``run_launchers``,
-   ``run_tools`` over ``runtime``, dispatched by ``entry`` and written out by ``shimdir``.
+   site's own commands around a Slurm client) judge commands.
+
+The shims that run the judged jobs here, scaled down, are in :mod:`clusterkit.runs`.
+
+May import: :mod:`clusterkit.sites`, :mod:`clusterkit.grammars`.
 """

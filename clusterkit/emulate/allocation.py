@@ -19,9 +19,9 @@ from pathlib import Path
 
 from clusterkit.emulate import registry, slurm_options
 from clusterkit.emulate.report import Report
-from clusterkit.errors import Finding
 from clusterkit.grammars.slurm_query import JOB_ID
-from clusterkit.profiles import Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 JOB_SHAPING = ("partition", "account")
 

@@ -18,8 +18,8 @@ from clusterkit.emulate import registry
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.report import Report
 from clusterkit.emulate.script import JobScript, expand
-from clusterkit.errors import Finding
-from clusterkit.profiles import Partition, Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Partition, Site
 
 SCHEDULERS = {"slurm": "Slurm", "lsf": "LSF"}
 

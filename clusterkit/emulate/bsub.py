@@ -25,8 +25,8 @@ from clusterkit.emulate.lsf_options import (
     read_bsub_directives,
     slot_range,
 )
-from clusterkit.errors import Finding
-from clusterkit.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
 
 NOT_SUBMITTED = "Job not submitted."
 # -alloc_flags values documented for Summit (OLCF user guide); others get a warning

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from clusterkit.emulate import registry
 from clusterkit.emulate.report import Report
-from clusterkit.profiles import Site
+from clusterkit.sites.profiles import Site
 
 
 def check_job_file(path: Path | str, site: Site, argv: list[str] | None = None) -> Report:

@@ -16,7 +16,7 @@ from pathlib import Path
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.container_options import ContainerOptionError, Parsed, parse
 from clusterkit.emulate.registry import register_command
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 _SIF_SUFFIXES = (".sif",)
 _V2_SUFFIXES = (".simg", ".img")

@@ -17,8 +17,8 @@ from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.launcher_options import DdlArgs, parse_bede_mpirun, parse_ddlrun
 from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.report import add_step
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 
 def notice(tool: str, site: Site) -> str | None:

@@ -22,8 +22,8 @@ from clusterkit.emulate.lsf_options import JSRUN_OPTIONS, JsrunArgs, LsfOptionEr
 from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.report import PLAN_HOSTS_SHOWN, PLAN_RANKS_SHOWN, add_step
 from clusterkit.emulate.script import expand, not_evaluable
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 LATENCY = {"gpu-cpu", "cpu-mem", "cpu-cpu", "gpu-gpu", "mem-mem"}
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from clusterkit.profiles import NodeType
+from clusterkit.sites.profiles import NodeType
 
 # --------------------------------------------------------------------------- ddlrun
 DDL_TOOLS = ("ddlrun", "bede-ddlrun")

@@ -17,8 +17,8 @@ from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_scheduler, register_snippet_job
 from clusterkit.emulate.report import PLAN_HOSTS_SHOWN, Report, shift_lines, unreadable
 from clusterkit.emulate.script import JobScript, UnreadableScript, read_script
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 LAUNCH_NODE = "batch1"  # the node a Summit batch script runs on (launch nodes: batch1..batch5)
 

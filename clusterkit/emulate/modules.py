@@ -1,7 +1,7 @@
 """``module``/``ml`` commands judged against a site's module inventory (the profile).
 
 The real Lmod also runs in the tests, on modulefiles generated from the same profiles
-(:mod:`clusterkit.lmod`); this module gives the same verdicts without a shell, for dry runs.
+(:mod:`clusterkit.sites.lmod`); this module gives the same verdicts without a shell, for dry runs.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.registry import register_command
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 # Lmod sub-commands that take module names
 _LOADERS = {"load", "add", "try-load", "try-add", "switch", "swap"}
@@ -85,7 +85,7 @@ def refresh_hint(site: Site) -> str:
     if site.status == "retired":
         return f"{site.title} is retired: its inventory can no longer be refreshed"
     return (
-        f"if {site.title} has it, refresh the profile: python -m clusterkit.lint.refresh "
+        f"if {site.title} has it, refresh the profile: python -m clusterkit.sites.refresh "
         f"--site {site.name} --module-avail FILE (FILE: what `module -t avail` prints there)"
     )
 

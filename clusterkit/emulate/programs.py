@@ -12,13 +12,13 @@ import os
 import re
 from pathlib import Path
 
-from clusterkit import contracts, stacks
 from clusterkit.emulate import torchrun
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.script import text_lines
-from clusterkit.errors import Finding
-from clusterkit.profiles import Partition
+from clusterkit.sites import contracts, stacks
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Partition
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # How a job asks for the GPUs of its nodes, by scheduler
@@ -124,10 +124,8 @@ def resolve_script(script: str, base: Path) -> Path | None:
     if len(hits) == 1:
         return hits[0]
     if hits:  # several examples share the name: the one whose framework the job script names
-        from clusterkit.lint.contracts_tool import own_script
-
         text = base.read_text(errors="replace") if base.is_file() else ""
-        return own_script(script, ROOT, f"{base}\n{text}")
+        return contracts.own_script(script, ROOT, f"{base}\n{text}")
     return None
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit.emulate.script import UnreadableScript
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 PLAN_RANKS_SHOWN = 64  # ranks with their environment that with_ranks writes out per step
 PLAN_HOSTS_SHOWN = 64  # nodes a plan's host lists name one by one (LSF's LSB_HOSTS, ...)

@@ -17,7 +17,7 @@ from clusterkit.emulate.registry import register_scheduler, register_snippet_job
 from clusterkit.emulate.report import Report, shift_lines, unreadable
 from clusterkit.emulate.script import UnreadableScript, read_script
 from clusterkit.emulate.slurm_request import JobRequest, job_requests, script_refusals
-from clusterkit.profiles import Site
+from clusterkit.sites.profiles import Site
 
 
 @register_scheduler("slurm")

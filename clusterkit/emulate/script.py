@@ -20,7 +20,7 @@ import bashlex
 import bashlex.ast
 import bashlex.errors
 
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 
 class UnreadableScript(Exception):

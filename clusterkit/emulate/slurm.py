@@ -23,8 +23,8 @@ from clusterkit.emulate.slurm_options import (
     slurm_time,
 )
 from clusterkit.emulate.slurm_request import JobRequest, Value
-from clusterkit.errors import Finding
-from clusterkit.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
 
 E_PARTITION = "Batch job submission failed: Invalid partition name specified"
 E_TIME = (

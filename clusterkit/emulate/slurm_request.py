@@ -15,7 +15,7 @@ from pathlib import Path
 
 from clusterkit.emulate import slurm_options
 from clusterkit.emulate.script import JobScript
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 
 def script_refusals(script: JobScript) -> list[Finding]:

@@ -33,7 +33,7 @@ from clusterkit.emulate.slurm_options import (
     option_message,
     positive_int,
 )
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 JOB_ID = 1000  # the job of a dry run
 E_STEP = f"Unable to create step for job {JOB_ID}: More processors requested than permitted"

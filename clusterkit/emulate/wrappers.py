@@ -23,8 +23,8 @@ from pathlib import Path
 from clusterkit.emulate import allocation, registry, slurm_options
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.report import Report
-from clusterkit.errors import Finding
-from clusterkit.profiles import Site, all_sites
+from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site, all_sites
 
 
 def wrapper_names() -> list[str]:

@@ -1,1 +1,15 @@
-"""Command-line grammars of tools the scheduler emulation does not run (queries, ...)."""
+"""How text is read, with no verdict on it.
+
+* the command lines of real tools the emulation does not run: ``pip_cli``, ``conda_cli``,
+  ``slurm_query`` (``squeue``, ``sacct``, ``scontrol``, ``seff``), ``reframe_cli``,
+  ``tensorboard_cli``, ``profilers`` (Nsight Systems, rocprof, ...); ``trainer_help``: the
+  options of the project's own trainers, read from their source;
+* the pages: ``myst`` (a MyST page's code blocks, inline spans, markers, front matter and
+  tabs, and the logical shell lines of a block or an example file), ``prose`` (paragraphs,
+  sentences, inline spans sorted into commands, options and tool names).
+
+The options of the schedulers and launchers that the emulation judges are read inside
+:mod:`clusterkit.emulate` (``slurm_options``, ``lsf_options``, ``launcher_options``, ...).
+
+May import: :mod:`clusterkit.sites`.
+"""

@@ -9,7 +9,7 @@ option's after a space; ``%q{VAR}`` in an output name is the value of an environ
 
 from __future__ import annotations
 
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 _BOOL = {"true", "false"}
 # nsys profile: long name -> (short, takes a value, allowed values or None; a set of lists for

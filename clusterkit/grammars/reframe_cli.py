@@ -12,7 +12,7 @@ import contextlib
 import io
 from functools import cache
 
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 
 class ReframeOptionError(ValueError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from clusterkit.errors import Finding
+from clusterkit.sites.errors import Finding
 
 _V, _F = True, False
 # (short, long, takes a value)

@@ -32,7 +32,7 @@ def parse(argv: list[str]):
 
 
 def check(page, line: int, words: list[str], site=None, snippet: str = "") -> list:
-    from clusterkit.errors import Finding
+    from clusterkit.sites.errors import Finding
 
     try:
         parse(list(words[1:]))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import trainlog
+from clusterkit.runs import trainlog
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300

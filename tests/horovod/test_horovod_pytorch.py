@@ -24,7 +24,7 @@ from horovod_runs import (
     steps_of_rank,
 )
 
-# tests that load the twin into this process measure its lines (clusterkit/lines_hook.py)
+# tests that load the twin into this process measure its lines (clusterkit/runs/lines_hook.py)
 pytestmark = pytest.mark.program_lines
 
 require_horovod()

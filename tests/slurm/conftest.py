@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.profiles import load_site, profile_paths
+from clusterkit.sites.profiles import load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 START = ROOT / "ci" / "slurm" / "start.sh"

@@ -8,7 +8,7 @@ words, must be those the manifest records. A change of verdict means the profile
 cluster generator or the corpus changed: re-record with
 
     CLUSTERKIT_RECORD_PUBLISHED=/tmp/verdicts.jsonl nox -s slurm -- -k published
-    python -m clusterkit.lint.published_manifest --record /tmp/verdicts.jsonl
+    python -m clusterkit.sites.published_manifest --record /tmp/verdicts.jsonl
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.lint import published_manifest as M
-from clusterkit.profiles import load_site
+from clusterkit.sites import published_manifest as M
+from clusterkit.sites.profiles import load_site
 from tests.slurm.test_real_slurm import real_verdict
 
 MANIFEST = M.load()

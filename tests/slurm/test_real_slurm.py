@@ -1,7 +1,7 @@
 """A real Slurm, configured from the site profiles, judges the same scripts as the emulator.
 
 Run by ``nox -s slurm`` (root; Debian's Slurm 22.05). Each Slurm site gets a throw-away cluster
-(ci/slurm/start.sh, configured by clusterkit/slurmconf.py) on which
+(ci/slurm/start.sh, configured by clusterkit/runs/slurmconf.py) on which
 
 1. every job script in ``examples/<site>/`` passes ``sbatch --test-only``;
 2. on the corpus ``tests/corpus/slurm/<site>/{good,bad}/``, the emulator's verdict
@@ -32,7 +32,7 @@ from clusterkit.emulate import slurm as emu_slurm
 from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import read_script
 from clusterkit.emulate.slurm_request import job_request
-from clusterkit.profiles import load_site, profile_paths
+from clusterkit.sites.profiles import load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus" / "slurm"
@@ -321,9 +321,8 @@ def test_example_runs_for_real(site, script, trainer, extra, ranks, slurm_env, t
     """The job scripts users copy run under the real Slurm, with TRAIN_TINY=1 payloads."""
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed in this environment (nox -s slurm provides it)")
-    from clusterkit import trainlog
-    from clusterkit.emulate import shimdir
-    from clusterkit.lmod import ensure_modulefiles
+    from clusterkit.runs import shimdir, trainlog
+    from clusterkit.sites.lmod import ensure_modulefiles
 
     env = slurm_env(site)
     shutil.copy(ROOT / "examples" / site / script, tmp_path)
@@ -348,10 +347,10 @@ def test_example_runs_for_real(site, script, trainer, extra, ranks, slurm_env, t
 
 @pytest.mark.parametrize("site", SITES)
 def test_profile_refresh_reads_the_live_cluster_back(site, slurm_env, tmp_path):
-    """What site staff run on a login node (clusterkit.lint.refresh), here against the running
+    """What site staff run on a login node (clusterkit.sites.refresh), here against the running
     cluster made from the profile: it must read back the partitions, limits and node shapes the
     profile holds -- only what a one-machine test cluster leaves out may differ."""
-    from clusterkit.lint import refresh
+    from clusterkit.sites import refresh
 
     env = slurm_env(site)
 
@@ -384,8 +383,8 @@ def test_reframe_job_scripts_pass_sbatch_test_only(site, slurm_env, tmp_path):
     are. tests/test_reframe.py holds the same scripts to the emulator."""
     if shutil.which("reframe", path=os.path.dirname(sys.executable)) is None:
         pytest.fail("reframe is not installed beside this interpreter (requirements/ml.txt)")
-    from clusterkit import reframe_config
-    from clusterkit.lmod import write_modulefiles
+    from clusterkit.reframe import config as reframe_config
+    from clusterkit.sites.lmod import write_modulefiles
     from tests.test_reframe import LMOD_CMD, dry_run
 
     profile = load_site(site)

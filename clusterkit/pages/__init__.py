@@ -1,0 +1,17 @@
+"""The pages: what tests every block and inline command, what builds them, and the static pass.
+
+* ``pagetest``: the Sybil router -- each code block to its test (Python run, shell through
+  :mod:`clusterkit.commands`, job scripts through :mod:`clusterkit.emulate`, output through
+  the log parser, ``fragments`` against the upstream function they go into);
+  ``inline_check``: inline code in sentences;
+* ``sphinxext``: the directives that render site facts, with ``results_plot``'s scaling plots
+  and ``trainer_parsers``' option tables;
+* ``coverage``: how each block was tested; ``content`` (``option_units``,
+  ``cited_headings``): what pages and comments say; ``published_check``,
+  ``published_page``: the emulator against the sites' published job scripts, and the page of
+  what it found;
+* ``fast``: every static check, in one command.
+
+May import: :mod:`clusterkit.sites`, :mod:`clusterkit.grammars`, :mod:`clusterkit.emulate`,
+:mod:`clusterkit.commands`, :mod:`clusterkit.runs`.
+"""

@@ -1,0 +1,549 @@
+"""Sphinx directives that render site facts from the profiles, so no page retypes them.
+
+``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
+paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the
+lifecycle banner (current / end of service / retired, with dates and successor);
+``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
+and what they hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.directives.code import LiteralInclude
+from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+from clusterkit.grammars.myst import scan_page
+from clusterkit.runs import stack_pages
+from clusterkit.sites import stacks as S
+from clusterkit.sites import substitutions
+from clusterkit.sites.errors import CheckError
+from clusterkit.sites.profiles import Site, Stack, load_site
+
+logger = logging.getLogger(__name__)
+SHOWS = (
+    "nodes",
+    "affinity",
+    "partitions",
+    "qos",
+    "modules",
+    "launchers",
+    "paths",
+    "sources",
+    "account",
+    "stacks",
+)
+STACK_HEADERS = [
+    "Stack",
+    "How it is made",
+    "Python",
+    "Frameworks",
+    "Accelerator",
+    "Node types",
+    "Status",
+    "Sources",
+]
+
+
+def _table(
+    headers: list[str], rows: list[list[str | nodes.Node]], caption: str | None = None
+) -> nodes.table:
+    table = nodes.table(classes=["site-facts"])
+    if caption:
+        table += nodes.title(text=caption)
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for _ in headers:
+        group += nodes.colspec(colwidth=1)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for h in headers:
+        row += nodes.entry("", nodes.paragraph(text=h))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for cells in rows:
+        row = nodes.row()
+        for c in cells:
+            cell = c if isinstance(c, nodes.Node) else nodes.paragraph(text=str(c))
+            row += nodes.entry("", cell)
+        body += row
+    return table
+
+
+def stack_route(stack: Stack) -> str:
+    """How users make a stack, in one line: module, conda, pip or container, and what."""
+    how = stack.install
+    if stack.route == "module":
+        pre = how.get("prerequisites") or []
+        return "module load " + " ".join([*pre, how["name"]])
+    if stack.route == "conda":
+        return f"conda: {' '.join(how['packages'])} from {', '.join(how['channels'])}"
+    if stack.route == "pip":
+        index = how.get("index", "PyPI")
+        return f"pip: {' '.join(how['packages'])} from {index}"
+    runtime = how.get("runtime", "container")
+    return f"{runtime}: {how['image']}"
+
+
+def stack_rows(site: Site) -> list[list[str]]:
+    """One row per stack, in STACK_HEADERS order; sources as their titles."""
+    rows = []
+    for stack in site.stacks.values():
+        frameworks = ", ".join(f"{k} {v}" for k, v in stack.frameworks.items())
+        rows.append(
+            [
+                stack.name,
+                stack_route(stack),
+                stack.python,
+                frameworks,
+                stack.accelerator,
+                ", ".join(stack.raw["node_types"]),
+                stack.status,
+                "; ".join(src["title"] for src in stack.raw["sources"]),
+            ]
+        )
+    return rows
+
+
+def _source_links(sources: list[dict]) -> nodes.paragraph:
+    para = nodes.paragraph()
+    for i, src in enumerate(sources):
+        if i:
+            para += nodes.Text("; ")
+        para += nodes.reference("", src["title"], refuri=src["url"])
+    return para
+
+
+def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of one facts table (also used by tests and the coverage page)."""
+    if show == "nodes":
+        headers = [
+            "Node type",
+            "CPU",
+            "Arch",
+            "Sockets x cores",
+            "Usable cores",
+            "Threads/core",
+            "Memory (GB)",
+            "GPUs",
+        ]
+        # the network column only where the profile records how nodes reach each other
+        network = any(nt.raw.get("network") for nt in site.node_types.values())
+        if network:
+            headers.append("Network")
+        rows = []
+        for nt in site.node_types.values():
+            gpus = f"{nt.gpus} x {nt.gpu_model}" if nt.gpus else "none"
+            row = [
+                nt.name,
+                nt.cpu,
+                nt.arch,
+                f"{nt.sockets} x {nt.cores_per_socket}",
+                str(nt.usable_cores),
+                str(nt.threads_per_core),
+                f"{nt.memory_gb:g}",
+                gpus,
+            ]
+            rows.append([*row, nt.raw.get("network", "not documented")] if network else row)
+        return headers, rows
+    if show == "affinity":
+        headers = ["Node type", "NUMA", "Cores", "Hardware threads", "GPUs", "Kept for the system"]
+        rows = [
+            [
+                nt.name,
+                str(g.get("numa", "")),
+                g["cores"],
+                g.get("threads", ""),
+                ", ".join(str(i) for i in g["gpus"]) or "none",
+                g.get("reserved", ""),
+            ]
+            for nt in site.node_types.values()
+            for g in nt.raw.get("cpu_gpu_map", ())
+        ]
+        return headers, rows
+    if show == "partitions":
+        headers = ["Partition", "Node type", "Max walltime", "Max nodes/job", "QoS", "Notes"]
+        rows = []
+        for p in site.partitions.values():
+            notes = p.raw.get("description", "")
+            bins = p.raw.get("walltime_by_nodes")
+            if bins:
+                notes += " Walltime by job size: " + "; ".join(
+                    f"{b['min_nodes']}-{b['max_nodes']} nodes {b['max_walltime']}" for b in bins
+                )
+            if p.default:
+                notes = ("default. " + notes).strip()
+            if p.status != "current":
+                notes = f"({p.status}) {notes}"
+            rows.append(
+                [
+                    p.name,
+                    p.node_type.name,
+                    p.max_walltime,
+                    str(p.max_nodes or "-"),
+                    ", ".join(p.qos) or "-",
+                    notes,
+                ]
+            )
+        return headers, rows
+    if show == "qos":
+        headers = ["QoS", "Max walltime", "Max nodes", "Max GPUs", "Notes"]
+        rows = [
+            [
+                name,
+                q.get("max_walltime", "-"),
+                str(q.get("max_nodes", "-")),
+                str(q.get("max_gpus", "-")),
+                q.get("description", ""),
+            ]
+            for name, q in site.qos.items()
+        ]
+        return headers, rows
+    if show == "modules":
+        headers = ["Module", "Status", "Provides", "Replacement"]
+        rows = []
+        for m in site.modules:
+            name = m.full_name + (" (default)" if m.default else "")
+            rows.append([name, m.status, m.raw.get("provides", ""), m.replacement or ""])
+        return headers, rows
+    if show == "launchers":
+        headers = ["Launcher", "Status", "Replacement", "Notes"]
+        rows = [
+            [x["name"], x["status"], x.get("replacement", ""), x.get("note", "")]
+            for x in site.data["launchers"]
+        ]
+        return headers, rows
+    if show == "paths":
+        headers = ["Name", "Path", "What it is for"]
+        rows = [[k, v["path"], v["description"]] for k, v in site.data["paths"].items()]
+        return headers, rows
+    if show == "account":
+        a = site.account
+        return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
+    if show == "stacks":
+        return STACK_HEADERS, stack_rows(site)
+    if show == "sources":
+        headers = ["Source", "Address", "Retrieved"]
+        rows = [[s["title"], s["url"], s.get("retrieved", "")] for s in site.data["sources"]]
+        return headers, rows
+    raise ValueError(f"unknown table {show!r}; choose from {', '.join(SHOWS)}")
+
+
+class SiteFacts(SphinxDirective):
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {
+        "show": lambda arg: directives.choice(arg, SHOWS),
+        "caption": directives.unchanged,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        name = self.arguments[0]
+        try:
+            site = load_site(name)
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        show = self.options.get("show", "nodes")
+        headers, rows = facts_rows(site, show)
+        if not rows:
+            return [nodes.paragraph(text=f"{site.title}: no {show} listed.")]
+        if show == "stacks":  # the last column links each source
+            for row, stack in zip(rows, site.stacks.values(), strict=True):
+                row[-1] = _source_links(stack.raw["sources"])
+        return [_table(headers, rows, self.options.get("caption"))]
+
+
+def status_text(site: Site) -> tuple[str, str]:
+    """(admonition class, sentence) describing where the site stands."""
+    life = site.data["lifecycle"]
+    if life["status"] == "retired":
+        succ = f" Its successor is {life['successor']}." if life.get("successor") else ""
+        return (
+            "warning",
+            f"{site.title} was retired on {life['retired']}. This page is kept "
+            f"as a historical record; its commands no longer run anywhere.{succ}",
+        )
+    if life["status"] == "end-of-service":
+        when = life.get("retired")
+        succ = f" {life['successor']}." if life.get("successor") else ""
+        return (
+            "warning",
+            f"{site.title}'s service was scheduled to end on {when}. The recipes "
+            f"carry over to other Slurm systems with the same kind of nodes.{succ}",
+        )
+    return (
+        "note",
+        f"{site.title} is in service. Facts on this page are read from its site "
+        f"profile ({site.path.name}).",
+    )
+
+
+class SiteStatus(SphinxDirective):
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        try:
+            site = load_site(self.arguments[0])
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        kind, text = status_text(site)
+        node = nodes.warning() if kind == "warning" else nodes.note()
+        node["classes"].append(f"site-status-{site.status}")
+        node += nodes.paragraph(text=text)
+        return [node]
+
+
+def _results_table(rows) -> nodes.table:
+    headers = ["Site", "Nodes", "GPUs", "Metric", "Value", "Date", "Kind", "Source"]
+    table_rows = []
+    for r in sorted(rows, key=lambda r: (r.site, r.data.get("gpus", 0), r.metric)):
+        value = f"{r.value:g} {r.unit}"
+        if r.data.get("approx"):
+            value = "about " + value
+        kind = r.kind
+        if r.kind == "measured" and r.is_stale():
+            kind += " (stale)"
+        table_rows.append(
+            [
+                r.site,
+                str(r.data.get("nodes", "")),
+                str(r.data.get("gpus", "")),
+                r.metric,
+                value,
+                r.data.get("date", "not given"),
+                kind,
+                r.source["title"],
+            ]
+        )
+    return _table(headers, table_rows)
+
+
+class PageStacks(SphinxDirective):
+    """The stacks the page names in its front matter, in words: how each is made, its Python,
+    framework versions and accelerator build, and what CI runs for it. A stack that a program of
+    the page cannot run on is said so. An unknown stack is an error at its front-matter line."""
+
+    def run(self) -> list[nodes.Node]:
+        path = Path(self.env.doc2path(self.env.docname))
+        page = scan_page(path)
+        named = stack_pages.named_stacks(page)
+        if not named:
+            raise self.error(
+                "the page names no stacks: add `stacks: [site/name]` to its front matter"
+            )
+        box = nodes.admonition(classes=["page-stacks"])
+        box += nodes.title(text="Software stack" if len(named) == 1 else "Software stacks")
+        items = nodes.bullet_list()
+        for key, line in named:
+            try:
+                stack = S.find(key, path, line)
+            except CheckError as exc:
+                finding = exc.findings[0]
+                logger.warning(
+                    f"[{finding.rule}] {finding.message}", location=(self.env.docname, line)
+                )
+                continue
+            self.env.note_dependency(str(load_site(stack.site).path))
+            items += nodes.list_item("", *self.describe(stack, stack_pages.page_programs(page)))
+        box += items
+        return [box]
+
+    @staticmethod
+    def describe(stack, programs: list[Path]) -> list[nodes.Node]:
+        para = nodes.paragraph()
+        para += nodes.strong(text=stack.raw["title"])
+        para += nodes.Text(" (")
+        para += nodes.literal(text=stack.key)
+        para += nodes.Text("): ")
+        para += nodes.literal(text=S.how_made(stack))
+        para += nodes.Text(f"; {S.facts(stack)}. {S.ci_sentence(stack)}.")
+        out = [para]
+        for program in programs:
+            why = S.unsupported(program, stack) if S.uses(program, stack) else []
+            if why:
+                out.append(
+                    nodes.paragraph(
+                        text=f"{program.name} does not run on this stack ({'; '.join(why)}): it "
+                        "stops at start-up, naming the version it needs."
+                    )
+                )
+        return out
+
+
+class ResultsTable(SphinxDirective):
+    """Recorded figures for a benchmark (optionally one site), each with its source."""
+
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {"site": directives.unchanged, "kind": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.sites import results as res
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        try:
+            rows = res.select(
+                res.load_all(),
+                self.arguments[0],
+                self.options.get("site"),
+                self.options.get("kind"),
+            )
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        if not rows:
+            raise self.error(f"no recorded results for {self.arguments[0]!r}")
+        return [_results_table(rows)]
+
+
+class ResultsPlot(SphinxDirective):
+    """A scaling plot of one benchmark's recorded results, drawn at build time, with a caption
+    that says where and on what each series was measured, and the table of the same figures."""
+
+    required_arguments = 1
+    option_spec: ClassVar[dict] = {
+        "metric": directives.unchanged,
+        "site": directives.unchanged,
+        "kind": directives.unchanged,
+        "no-table": directives.flag,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.pages import results_plot
+        from clusterkit.sites import results as res
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        metric = self.options.get("metric", "throughput")
+        try:
+            rows = res.select(
+                res.load_all(),
+                self.arguments[0],
+                self.options.get("site"),
+                self.options.get("kind"),
+            )
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        rows = [r for r in rows if r.metric == metric and r.data.get("gpus")]
+        if not rows:
+            raise self.error(f"no recorded {metric} results with GPUs for {self.arguments[0]!r}")
+        figure = nodes.container(classes=["results-plot"])
+        figure += nodes.raw("", results_plot.scaling_svg(rows, metric), format="html")
+        caption = nodes.paragraph(classes=["results-plot-caption"])
+        caption += nodes.Text(
+            f"{self.arguments[0]}, {metric} against GPUs, drawn from results/ when this page was "
+            "built. " + " ".join(results_plot.where_measured(rows))
+        )
+        figure += caption
+        out: list[nodes.Node] = [figure]
+        if "no-table" not in self.options:
+            out.append(_results_table(rows))
+        return out
+
+
+class LastVerified(SphinxDirective):
+    """'Last verified on <site> on <date>' from the newest measured result, or say none."""
+
+    required_arguments = 1
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.sites import results as res
+
+        for path in res.RESULTS_DIR.glob("*.yaml"):
+            self.env.note_dependency(str(path))
+        site = load_site(self.arguments[0])
+        bench = self.arguments[1] if len(self.arguments) > 1 else None
+        r = res.last_verified(res.load_all(), site.name, bench)
+        para = nodes.paragraph(classes=["last-verified"])
+        if r is None:
+            para += nodes.Text(
+                f"Not yet verified on {site.title}'s hardware: the commands "
+                "on this page are checked by emulation and CPU runs only."
+            )
+        else:
+            stale = " This result is over six months old." if r.is_stale() else ""
+            para += nodes.Text(
+                f"Last verified on {site.title} ({r.data.get('partition', '')}) "
+                f"on {r.date}: {r.benchmark}, {r.value:g} {r.unit}.{stale}"
+            )
+        return [para]
+
+
+class ExampleLiteralInclude(LiteralInclude):
+    """``literalinclude`` that marks files from examples/ and adds a download link.
+
+    The class ``example-file`` makes the copy button copy the file byte for byte
+    (docs/_static/copy-file.js); the link downloads the same file.
+    """
+
+    def run(self) -> list[nodes.Node]:
+        result = super().run()
+        _, filename = self.env.relfn2path(self.arguments[0])
+        examples = Path(self.env.srcdir).parent / "examples"
+        if examples not in Path(filename).resolve().parents or not result:
+            return result
+        for block in result[0].findall(nodes.literal_block):
+            block["classes"].append("example-file")
+        ref = addnodes.download_reference(
+            "",
+            "",
+            refdoc=self.env.docname,
+            reftarget=self.arguments[0],
+            refexplicit=True,
+            refdomain="",
+            reftype="download",
+        )
+        ref += nodes.literal(text=Path(filename).name, classes=["xref", "download"])
+        para = nodes.paragraph("", "", classes=["example-download"])
+        para += nodes.Text("Download ")
+        para += ref
+        return [*result, para]
+
+
+def substitute_code(document: nodes.document, values: dict[str, str]) -> list[nodes.literal]:
+    """Put the site facts into inline code (MyST substitutes prose only, so a reader would see
+    `` `--cpus-per-task={{ bede_gh_cores }}` `` as written); the spans with an unknown key."""
+    bad = []
+    for node in list(document.findall(nodes.literal)):
+        text = node.astext()
+        if "{{" not in text:
+            continue
+        new, unknown = substitutions.resolve(text, values)
+        if unknown:
+            bad.append(node)
+        node[:] = [nodes.Text(new)]
+    return bad
+
+
+class CodeSubstitutions(SphinxTransform):
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        values = getattr(self.config, "myst_substitutions", None)  # absent without myst_parser
+        if not values:
+            return
+        for node in substitute_code(self.document, values):
+            logger.warning("no substitution for %s in inline code", node.astext(), location=node)
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_transform(CodeSubstitutions)
+    app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
+    app.add_directive("site-facts", SiteFacts)
+    app.add_directive("site-status", SiteStatus)
+    app.add_directive("results-table", ResultsTable)
+    app.add_directive("results-plot", ResultsPlot)
+    app.add_directive("page-stacks", PageStacks)
+    app.add_directive("last-verified", LastVerified)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

@@ -1,0 +1,74 @@
+"""Lmod modulefiles generated from a site profile, so that the real Lmod judges ``module load``.
+
+Each module of the inventory becomes ``<root>/<site>/<name>/<version>.lua``. A current module
+only records that it was loaded (the software itself is not here); a historical one loads with a
+notice naming its replacement; a removed one fails with ``LmodError`` naming the replacement, the
+way sites retire software. A bare name resolves to the version marked default, as on the site.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from clusterkit.sites.profiles import Site
+
+
+def _lua(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def modulefile(site: Site, mod) -> str:
+    provides = mod.raw.get("provides", "")
+    var = "CLUSTERKIT_MODULE_" + re.sub(r"\W", "_", mod.name).upper()
+    lines = [
+        f"-- generated from sites/{site.name}.yaml: a stand-in that installs no software",
+        f'whatis("{_lua(provides or mod.full_name)}")',
+        f'setenv("{var}", "{_lua(mod.version or "")}")',
+    ]
+    for item in mod.raw.get("sets", ()):
+        name, eq, value = item.partition("=")
+        value = value if eq else f"/clusterkit-stand-in/{mod.full_name}"
+        lines.append(f'setenv("{_lua(name)}", "{_lua(value)}")')
+    if mod.status == "historical":
+        repl = f"; now: {mod.replacement}" if mod.replacement else ""
+        msg = f"{mod.full_name} is historical on {site.title}{repl}"
+        lines.append(f'LmodMessage("{_lua(msg)}")')
+    if mod.status == "removed":
+        msg = f"{mod.full_name} has been removed from {site.title}; use {mod.replacement}"
+        lines.append(f'LmodError("{_lua(msg)}")')
+    return "\n".join(lines) + "\n"
+
+
+def write_modulefiles(site: Site, root: Path) -> Path:
+    top = root / site.name
+    top.mkdir(parents=True, exist_ok=True)
+    for mod in site.modules:
+        if mod.version:
+            target = top / mod.name / f"{mod.version}.lua"
+        else:
+            target = top / f"{mod.name}.lua"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(modulefile(site, mod))
+        if mod.version and mod.default:
+            link = top / mod.name / "default"
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(target.name)
+    return top
+
+
+def ensure_modulefiles(site: Site, root: Path | None = None) -> Path:
+    root = Path(
+        root
+        or os.environ.get("CLUSTERKIT_MODULE_ROOT")
+        or Path(tempfile.gettempdir()) / f"clusterkit-modules-{os.getuid()}"
+    )
+    stamp = root / f".{site.name}.stamp"
+    key = str(site.path.stat().st_mtime_ns)
+    if not stamp.is_file() or stamp.read_text() != key:
+        write_modulefiles(site, root)
+        stamp.write_text(key)
+    return root / site.name
