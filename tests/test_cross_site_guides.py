@@ -26,7 +26,7 @@ import pytest
 from markdown_it import MarkdownIt
 from mdit_py_plugins.colon_fence import colon_fence_plugin
 
-from clusterkit.profiles import Site, all_sites
+from clusterkit.sites.profiles import Site, all_sites
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit import trainlog
+from clusterkit.runs import trainlog
 
 pytestmark = pytest.mark.program_lines
 
