@@ -239,3 +239,30 @@ def test_a_node_types_network_reaches_pages_and_the_nodes_table():
     assert "Network" not in facts_rows(archer2, "nodes")[0]
     keys = site_substitutions()
     assert not any(k.startswith("archer2_") and k.endswith("_network") for k in keys)
+
+
+def test_a_closed_site_s_banner_says_it_ended_and_links_where_to_go(monkeypatch):
+    """The status banner of a site whose service has ended says so in the past tense once the
+    date has passed, and links the page on moving on; a site in service gets no such link."""
+    import datetime
+
+    from clusterkit.pages import sphinxext
+
+    archer2 = load_site("archer2")
+    assert archer2.status in sphinxext.MOVED_ON
+    when = archer2.data["lifecycle"]["retired"]
+
+    class Day(datetime.date):
+        today_is = "2026-11-27"
+
+        @classmethod
+        def today(cls):
+            return datetime.date.fromisoformat(cls.today_is)
+
+    monkeypatch.setattr(sphinxext, "date", Day)
+    assert f"service ended on {when}." in sphinxext.status_text(archer2)[1]
+    Day.today_is = "2026-01-01"
+    assert f"service is scheduled to end on {when}." in sphinxext.status_text(archer2)[1]
+    assert load_site("frontier").status not in sphinxext.MOVED_ON
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert (docs / (sphinxext.MOVE_ON_PAGE.lstrip("/") + ".md")).is_file()

@@ -9,6 +9,7 @@ and what they hold.
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import ClassVar
 
@@ -263,6 +264,11 @@ class SiteFacts(SphinxDirective):
         return [_table(headers, rows, self.options.get("caption"))]
 
 
+# The page that says where the users of a site that has closed go (linked by its title).
+MOVE_ON_PAGE = "/howto/moving-on"
+MOVED_ON = ("retired", "end-of-service")
+
+
 def status_text(site: Site) -> tuple[str, str]:
     """(admonition class, sentence) describing where the site stands."""
     life = site.data["lifecycle"]
@@ -275,11 +281,13 @@ def status_text(site: Site) -> tuple[str, str]:
         )
     if life["status"] == "end-of-service":
         when = life.get("retired")
+        ended = when and str(when) <= date.today().isoformat()
+        said = f"ended on {when}" if ended else f"is scheduled to end on {when}"
         succ = f" {life['successor']}." if life.get("successor") else ""
         return (
             "warning",
-            f"{site.title}'s service was scheduled to end on {when}. The recipes "
-            f"carry over to other Slurm systems with the same kind of nodes.{succ}",
+            f"{site.title}'s service {said}. The recipes carry over to other Slurm systems "
+            f"with the same kind of nodes.{succ}",
         )
     return (
         "note",
@@ -301,6 +309,12 @@ class SiteStatus(SphinxDirective):
         node = nodes.warning() if kind == "warning" else nodes.note()
         node["classes"].append(f"site-status-{site.status}")
         node += nodes.paragraph(text=text)
+        if site.status in MOVED_ON:  # where its users go now
+            link = addnodes.pending_xref(
+                "", refdomain="std", reftype="doc", reftarget=MOVE_ON_PAGE, refexplicit=False
+            )
+            link += nodes.inline(text=MOVE_ON_PAGE)
+            node += nodes.paragraph("", "Where to run now: ", link, nodes.Text("."))
         return [node]
 
 
