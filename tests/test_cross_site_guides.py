@@ -43,8 +43,6 @@ GUIDES = [
 
 # Sites in service that may lack tabs, by profile name, with the reason.
 NO_TAB_YET: dict[str, str] = {}
-if (ROOT / "sites" / "cirrus.yaml").is_file():
-    NO_TAB_YET["cirrus"] = "added in a following change"
 
 _MD = MarkdownIt("commonmark").use(colon_fence_plugin)
 

@@ -154,6 +154,8 @@ MOVED_TO = {
     "howto/summit/distributed-training.md": "frontier",
     "howto/archer2/pytorch-gpu.md": "isambard-ai",
     "howto/archer2/tensorflow-gpu.md": "isambard-ai",
+    "howto/archer2/pytorch-cpu.md": "cirrus",
+    "howto/archer2/tensorflow-cpu.md": "cirrus",
 }
 DOC_LINK = re.compile(r"\{doc\}`(?P<target>/[^`<>]+)`")
 
