@@ -11,8 +11,10 @@ cores (pytest -n 2). Tests marked ``stack`` also run under each software stack's
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
+import re
 import runpy
 import shutil
 import signal
@@ -468,7 +470,10 @@ def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
     assert code == 2 and "no train/ directory in it" in line
     (tmp_path / "train" / "empty_class").mkdir(parents=True)
     code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
-    assert code == 2 and "train/ holds no class directories with images" in line
+    assert code == 2 and line.endswith(
+        "train/ holds neither TFRecord files (*.tfrecord, *-NNNNN-of-NNNNN) nor class "
+        "directories with images (.bmp, .gif, .jpeg, .jpg, .png)"
+    )
 
 
 def test_slurm_without_srun_variables_says_so(trainer, bare_env, capsys):
@@ -768,3 +773,457 @@ def test_tiny_arch_replaces_only_the_default_model(trainer, bare_env, capsys):
     bare_env.setenv("TRAIN_TINY_ARCH", "ResNet5000")
     code, line = error_line(lambda: trainer.parse_args(["--tiny"]), capsys)
     assert code == 2 and "TRAIN_TINY_ARCH=ResNet5000: not a keras.applications model" in line
+
+
+# --------------------------------------------------------------------------- TFRecords
+# examples/data/make_tfrecords.py turns an image folder into TFRecord files; the trainer reads
+# them with --data-dir. The module-scoped fixtures convert the session's JPEG folder (16
+# training images of 2 classes, 4 held out) once, into 2 files per split, and train on it once.
+CONVERTER = ROOT / "examples" / "data" / "make_tfrecords.py"
+
+
+@pytest.fixture(scope="module")
+def converter():
+    spec = importlib.util.spec_from_file_location("make_tfrecords", CONVERTER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tfrecords(converter, jpeg_folder, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tfrecords")
+    assert converter.main(["--shards", "2", str(jpeg_folder), str(out)]) == 0
+    return out
+
+
+def read_records(files) -> list[dict]:
+    """Every record of the files, parsed into a dict of Python values."""
+    import tensorflow as tf
+
+    out = []
+    for path in files:
+        for raw in tf.data.TFRecordDataset(str(path)):
+            features = tf.train.Example.FromString(raw.numpy()).features.feature
+            out.append(
+                {k: (v.int64_list.value or v.bytes_list.value)[0] for k, v in features.items()}
+            )
+    return out
+
+
+def test_converter_round_trip(converter, tmp_path, capsys):
+    """Labels in sorted class-name order from 0; JPEGs copied unchanged, other images (PNG,
+    greyscale, CMYK JPEG) stored as RGB JPEG; every image once; the index says it all."""
+    import tensorflow as tf
+    from PIL import Image
+
+    made = {}  # file name -> (class, stored unchanged)
+    for i, (cls, mode, suffix) in enumerate(
+        [
+            ("zebra", "RGB", ".JPEG"),
+            ("zebra", "RGB", ".png"),
+            ("ant", "L", ".png"),
+            ("ant", "RGB", ".jpg"),
+            ("mole", "CMYK", ".jpg"),
+            ("mole", "RGB", ".JPEG"),
+            ("mole", "RGB", ".gif"),
+        ]
+    ):
+        folder = tmp_path / "images" / "train" / cls
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.new(mode, (20 + i, 10 + i), color=40 * i).save(folder / f"{i}{suffix}")
+        made[f"{i}{suffix}"] = (cls, mode != "CMYK" and suffix.lower() in (".jpeg", ".jpg"))
+    (tmp_path / "images" / "train" / "ant" / "notes.txt").write_text("not an image")
+    (tmp_path / "images" / "val" / "mole").mkdir(parents=True)
+    Image.new("RGB", (12, 12)).save(tmp_path / "images" / "val" / "mole" / "v.JPEG")
+
+    out = tmp_path / "out"
+    assert converter.main(["--shards", "3", "--jobs", "2", str(tmp_path / "images"), str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"train: 7 images of 3 classes in 3 files in {out / 'train'}" in said
+    assert f"val: 1 images of 3 classes in 1 files in {out / 'val'}" in said  # no empty files
+
+    index = json.loads((out / "train" / "index.json").read_text())
+    assert index["classes"] == ["ant", "mole", "zebra"] and index["first_label"] == 0
+    names = sorted(index["files"])
+    assert names == [f"train-0000{k}-of-00003.tfrecord" for k in range(3)]
+    assert [index["files"][n]["records"] for n in names] == [2, 2, 3]  # 7 dealt out evenly
+    for name in names:
+        assert index["files"][name]["bytes"] == (out / "train" / name).stat().st_size
+    assert index["records"] == 7
+
+    records = read_records(out / "train" / n for n in names)
+    assert sorted(r["image/filename"].decode() for r in records) == sorted(made)
+    for r in records:
+        cls, unchanged = made[r["image/filename"].decode()]
+        assert r["image/class/text"].decode() == cls
+        assert r["image/class/label"] == index["classes"].index(cls)
+        assert r["image/format"] == b"JPEG" and tf.io.is_jpeg(r["image/encoded"])
+        image = tf.io.decode_jpeg(r["image/encoded"])
+        assert image.shape[:2] == (r["image/height"], r["image/width"])
+        assert image.shape[2] in (1, 3)
+        source = tmp_path / "images" / "train" / cls / r["image/filename"].decode()
+        assert (r["image/encoded"] == source.read_bytes()) == unchanged
+    (val,) = read_records((out / "val").glob("*.tfrecord"))
+    assert val["image/class/label"] == 1  # mole, numbered as in train/
+    assert json.loads((out / "val" / "index.json").read_text())["classes"] == index["classes"]
+
+
+def slim_style_records(folder: Path, labels: list[list[int]]) -> list[Path]:
+    """Files named and labelled as TF-slim's build_imagenet_data.py writes them (labels from 1,
+    synset and human-readable text, no suffix), one file per list of labels."""
+    import tensorflow as tf
+
+    folder.mkdir(parents=True)
+    jpeg = tf.io.encode_jpeg(tf.zeros([40, 50, 3], tf.uint8)).numpy()
+    paths = []
+    for k, file_labels in enumerate(labels):
+        path = folder / f"train-{k:05d}-of-{len(labels):05d}"
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            for label in file_labels:
+                feature = {
+                    "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
+                    "image/class/label": tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[label])
+                    ),
+                    "image/class/synset": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[f"n{label:08d}".encode()])
+                    ),
+                    "image/class/text": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[b"tench, Tinca tinca"])
+                    ),
+                }
+                example = tf.train.Example(features=tf.train.Features(feature=feature))
+                writer.write(example.SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def test_imagenet_files_from_tf_slim_are_indexed_and_counted_from_one(
+    converter, trainer, bare_env, tmp_path, capsys
+):
+    """--index reads files made elsewhere; their labels start at 1, so the trainer subtracts 1
+    unless --label-offset says otherwise (0 keeps TF-slim's background class as class 0)."""
+    import tensorflow as tf
+
+    slim_style_records(tmp_path / "imagenet" / "train", [[3, 1, 1], [2, 3]])
+    assert converter.main(["--index", str(tmp_path / "imagenet" / "train")]) == 0
+    assert "5 records, labels 1..3, 2 files" in capsys.readouterr().out
+    index = json.loads((tmp_path / "imagenet" / "train" / "index.json").read_text())
+    assert index["first_label"] == 1 and index["records"] == 5
+    assert index["classes"] == ["n00000001", "n00000002", "n00000003"]
+
+    args = trainer.parse_args(["--data-dir", str(tmp_path / "imagenet"), "--image-size", "16"])
+    assert (args.label_offset, args.num_classes) == (1, 3)
+    assert args.train_records["records"] == [3, 2]
+    with_background = ["--data-dir", str(tmp_path / "imagenet"), "--label-offset", "0"]
+    assert trainer.parse_args(with_background).num_classes == 4
+    code, line = error_line(
+        lambda: trainer.parse_args([*with_background[:2], "--label-offset", "2"]), capsys
+    )
+    assert code == 2 and "--label-offset 2: the labels in " in line
+    assert line.endswith("start at 1, which would become -1")
+
+    load = trainer.record_sample(args, train=True)
+    first, *_ = tf.data.TFRecordDataset(
+        str(tmp_path / "imagenet" / "train" / "train-00000-of-00002")
+    )
+    image, label = load(tf.constant(0, tf.int64), first)
+    assert int(label) == 2 and image.shape == (16, 16, 3)  # stored 3, class 2 counted from 0
+    background = tf.train.Example.FromString(first.numpy())
+    background.features.feature["image/class/label"].int64_list.value[:] = [0]
+    pipeline = tf.data.Dataset.from_tensors(
+        (tf.constant(0, tf.int64), background.SerializeToString())
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError) as stopped:
+        list(pipeline.map(load))
+    line = trainer.error_line(stopped.value)  # what the run ends with
+    assert line.startswith("error: InvalidArgumentError: Error in user-defined function passed")
+    assert line.endswith(
+        "assertion failed: [image/class/label - 1 (--label-offset) is outside 0..2:] [-1]"
+    )
+
+
+def test_images_from_records_are_those_from_files(trainer, tfrecords, jpeg_folder, bare_env):
+    """The same JPEG at the same position gives the same pixels from a TFRecord as from the
+    image folder: one crop, scaling, flip and label for both."""
+    import numpy as np
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tfrecords)])
+    raw = next(iter(tf.data.TFRecordDataset(args.train_records["files"][0])))
+    fields = read_records([args.train_records["files"][0]])[0]
+    cls = fields["image/class/text"].decode()
+    path = str(jpeg_folder / "train" / cls / fields["image/filename"].decode())
+    for train, position in [(True, 5), (True, 6), (False, 5)]:
+        from_record = trainer.record_sample(args, train)(tf.constant(position, tf.int64), raw)
+        label = tf.constant(fields["image/class/label"])
+        from_file = trainer.file_sample(args, train)(tf.constant(position, tf.int64), path, label)
+        assert np.array_equal(from_record[0], from_file[0])
+        assert int(from_record[1]) == int(from_file[1]) == ["n00000000", "n00000001"].index(cls)
+
+
+def filenames(dataset) -> list[str]:
+    """The image/filename of each serialized record the dataset yields."""
+    import tensorflow as tf
+
+    spec = {"image/filename": tf.io.FixedLenFeature([], tf.string)}
+    return [tf.io.parse_single_example(r, spec)["image/filename"].numpy().decode() for r in dataset]
+
+
+def test_a_resumed_record_stream_goes_on_where_the_stopped_one_was(trainer, tfrecords, bare_env):
+    """From TFRecords, the records (and the decoded batches) of steps 4-9 are the same whether
+    the stream starts at step 0 or at step 4, in the middle of the second epoch; every epoch
+    reads each record at most once, in a new order."""
+    import numpy as np
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tfrecords)])
+    ctx = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0)
+    steps = trainer.record_steps(args, workers=1, per_worker=4)
+    assert steps == 3  # --tiny's 3 steps an epoch; the 16 images hold 4
+    whole = filenames(trainer.train_records(args, ctx, 0, 10, steps))
+    assert len(whole) == 40
+    assert filenames(trainer.train_records(args, ctx, 0, 10, steps)) == whole
+    assert filenames(trainer.train_records(args, ctx, 4, 10, steps)) == whole[16:]
+    epochs = [whole[i : i + 12] for i in range(0, 36, 12)]
+    assert all(len(set(e)) == 12 for e in epochs)
+    assert len({tuple(e) for e in epochs}) == 3
+
+    strategy = tf.distribute.get_strategy()
+    straight = list(trainer.train_input(args, strategy, 0, 10, steps))
+    resumed = list(trainer.train_input(args, strategy, 4, 10, steps))
+    assert len(straight) == 10 and len(resumed) == 6
+    for (a, la), (b, lb) in zip(straight[4:], resumed, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(la, lb)
+
+
+def test_two_workers_read_disjoint_files(trainer, tfrecords, bare_env, capsys):
+    """Worker k reads the k-th file of two, and only it; each epoch in a new order. With more
+    workers than files, or fewer records than a batch, the run stops with one line."""
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tfrecords)])
+    files = args.train_records["files"]
+    in_file = [set(filenames(tf.data.TFRecordDataset(f))) for f in files]
+    assert len(in_file[0]) == len(in_file[1]) == 8 and not in_file[0] & in_file[1]
+    steps = trainer.record_steps(args, workers=2, per_worker=4)
+    assert steps == 2  # 8 records a worker, 4 a step
+    for worker in (0, 1):
+        ctx = tf.distribute.InputContext(2, worker, num_replicas_in_sync=2)
+        seen = filenames(trainer.train_records(args, ctx, 0, 6, steps))
+        assert len(seen) == 24 and set(seen) == in_file[worker]
+        read = trainer.record_epoch(args, [files[worker]], worker, 2, 8)
+        first_epoch = filenames(read(tf.constant(0, tf.int64)))
+        assert first_epoch == seen[:8] and sorted(first_epoch) == sorted(in_file[worker])
+        assert filenames(read(tf.constant(1, tf.int64))) == seen[8:16] != first_epoch
+
+    code, line = error_line(lambda: trainer.record_steps(args, 3, 4), capsys)
+    assert (code, line) == (
+        1,
+        f"error: --data-dir {tfrecords}: train/ holds 2 TFRecord file(s), fewer than the 3 "
+        "workers that read them; convert with --shards 3 or more (a multiple of the workers "
+        "shares them evenly)",
+    )
+    code, line = error_line(lambda: trainer.record_steps(args, 2, 16), capsys)
+    assert (
+        line == "error: a worker's TFRecord files hold 8 records, fewer than one batch per "
+        "worker (16)"
+    )
+
+
+def damaged_copy(tfrecords: Path, to: Path) -> Path:
+    """A copy of the TFRecords whose second training file has one byte changed (same size)."""
+    shutil.copytree(tfrecords, to)
+    path = to / "train" / "train-00001-of-00002.tfrecord"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            "no index",
+            "holds TFRecord files but no index.json; write it with: python "
+            "examples/data/make_tfrecords.py --index {train}",
+        ),
+        (
+            "index only",
+            "train/ holds neither TFRecord files (*.tfrecord, *-NNNNN-of-NNNNN) nor "
+            "class directories with images",
+        ),
+        (
+            "longer file",
+            "{train}/train-00000-of-00002.tfrecord: {size} bytes, but "
+            "{train}/index.json says {old}; write it with",
+        ),
+        ("extra file", "{train}/train-00002-of-00003.tfrecord: not in {train}/index.json"),
+        (
+            "missing file",
+            "{train}/index.json: lists train-00001-of-00002.tfrecord, which is not "
+            "in {train}; write it with",
+        ),
+        ("not JSON", "{train}/index.json:2: not valid JSON (Expecting property name"),
+        (
+            "no classes",
+            "{train}/index.json: not an index as examples/data/make_tfrecords.py "
+            "writes it (KeyError('classes'))",
+        ),
+        (
+            "other classes",
+            "{data}/val/index.json: its classes differ from those of {train}/index.json",
+        ),
+    ],
+)
+def test_tfrecords_that_do_not_match_their_index_are_refused(
+    trainer, tfrecords, bare_env, capsys, tmp_path, change, says
+):
+    data, train = tmp_path / "data", tmp_path / "data" / "train"
+    shutil.copytree(tfrecords, data)
+    index_path = train / "index.json"
+    index = json.loads(index_path.read_text())
+    first = train / "train-00000-of-00002.tfrecord"
+    old = first.stat().st_size
+    if change == "no index":
+        index_path.unlink()
+    elif change == "index only":
+        for f in train.glob("*.tfrecord"):
+            f.unlink()
+    elif change == "longer file":
+        first.write_bytes(first.read_bytes() + b"\0")
+    elif change == "extra file":
+        (train / "train-00002-of-00003.tfrecord").write_bytes(b"")
+    elif change == "missing file":
+        (train / "train-00001-of-00002.tfrecord").unlink()
+    elif change == "not JSON":
+        index_path.write_text("{\n,}")
+    elif change == "no classes":
+        del index["classes"]
+        index_path.write_text(json.dumps(index))
+    else:
+        other = json.loads((data / "val" / "index.json").read_text())
+        other["classes"] = ["cat", "dog"]
+        (data / "val" / "index.json").write_text(json.dumps(other))
+    code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(data)]), capsys)
+    assert code == 2
+    assert says.format(train=train, data=data, size=old + 1, old=old) in line
+
+
+def test_the_damaged_file_is_named(trainer, tfrecords, bare_env, tmp_path):
+    import tensorflow as tf
+
+    damaged = damaged_copy(tfrecords, tmp_path / "data")
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tmp_path / "data")])
+    exc = tf.errors.DataLossError(None, None, "{{function_node x}} corrupted record at 12")
+    line = trainer.damaged_record(args, 1, 2, exc)
+    assert re.fullmatch(
+        rf"error: {damaged}: damaged TFRecord file \(corrupted record at \d+\)", line
+    )
+    # the other worker's file reads well: what TensorFlow said, less the function's name
+    assert trainer.damaged_record(args, 0, 2, exc) == "error: DataLossError: corrupted record at 12"
+
+
+@pytest.fixture(scope="module")
+def records_straight(tfrecords, tmp_path_factory) -> tuple[Path, str]:
+    """One uninterrupted tiny run on the TFRecords, evaluating on val/ after every epoch of 3
+    steps, with a checkpoint every 2 steps (all kept)."""
+    cwd = tmp_path_factory.mktemp("records_straight")
+    code, out, err = run(cwd, *RECORD_RUN, "--data-dir", str(tfrecords))
+    assert code == 0, out + err
+    return cwd, out
+
+
+RECORD_RUN = ("--log-every", "1", "--eval-steps", "1", "--checkpoint-every", "2", "--keep", "9")
+
+
+def test_training_on_tfrecords(records_straight, tfrecords):
+    _, out = records_straight
+    assert steps(out) == list(range(1, STEPS + 1))
+    assert all(math.isfinite(r.fields["loss"]) for r in records(out, "train"))
+    assert [e.fields["epoch"] for e in records(out, "eval")] == [0, 1, 2, 3]
+    assert [r.fields["step"] for r in records(out, "checkpoint")] == [2, 4, 6, 8, 10]
+
+
+def test_resume_on_tfrecords_is_exact(records_straight, tfrecords, tmp_path):
+    """A run that ended after its checkpoint at step 4, in the middle of the second epoch, and
+    was started again: the same losses step by step as the uninterrupted run (so the same
+    images in the same order), the same evaluations, bit-identical weights and momenta."""
+    straight_dir, straight_out = records_straight
+    (tmp_path / "checkpoints").mkdir()
+    for f in (straight_dir / "checkpoints").glob("ckpt-4.*"):
+        shutil.copy(f, tmp_path / "checkpoints")
+    code, out, err = run(tmp_path, *RECORD_RUN, "--data-dir", str(tfrecords))
+    assert code == 0, out + err
+    assert [r.fields["step"] for r in records(out, "resume")] == [4]
+
+    def outcome(text: str) -> list[tuple]:
+        """Training steps from 5 on, evaluations from the second epoch on, without speeds."""
+        return [
+            (
+                r.kind,
+                r.fields.get("step"),
+                r.fields["epoch"],
+                r.fields["loss"],
+                r.fields.get("top1"),
+            )
+            for r in trainlog.parse(text)
+            if (r.kind == "train" and r.fields["step"] >= 5)
+            or (r.kind == "eval" and r.fields["epoch"] >= 1)
+        ]
+
+    assert steps(out) == list(range(5, STEPS + 1))
+    assert outcome(out) == outcome(straight_out) and len(outcome(out)) == 9
+    assert_same_variables(
+        final_variables(straight_dir / "checkpoints"), final_variables(tmp_path / "checkpoints")
+    )
+
+
+def test_a_damaged_tfrecord_file_stops_the_run_naming_it(tfrecords, tmp_path):
+    damaged = damaged_copy(tfrecords, tmp_path / "data")
+    code, out, err = run(tmp_path, "--data-dir", "data")
+    assert code == 1, out + err
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"error: {damaged.relative_to(tmp_path)}: damaged TFRecord file "
+        r"\(corrupted record at \d+\)",
+        last,
+    ), err
+    assert "Traceback" not in err and "[train]" not in out
+
+
+def test_two_workers_train_on_their_own_tfrecords(tfrecords, tmp_path):
+    hosts = [f"localhost:{p}" for p in free_ports(2)]
+    envs = [
+        {
+            "TRAIN_TINY": "1",
+            "OMP_NUM_THREADS": "1",
+            "TF_CONFIG": json.dumps(
+                {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}}
+            ),
+        }
+        for i in (0, 1)
+    ]
+    procs = two_workers(tmp_path, envs, "--data-dir", str(tfrecords))
+    try:
+        outs = [p.communicate(timeout=TIMEOUT) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    for rank, (out, _) in enumerate(outs):
+        train = records(out, "train")
+        assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(rank, 2)}
+        # 8 records a worker, 4 a step: 2 steps an epoch
+        assert [(t.fields["step"], t.fields["epoch"]) for t in train] == [
+            (1, 0),
+            (2, 0),
+            (3, 1),
+            (4, 1),
+            (5, 2),
+            (6, 2),
+        ]
+    losses = [[t.fields["loss"] for t in records(out, "train")] for out, _ in outs]
+    assert losses[0] == losses[1]
