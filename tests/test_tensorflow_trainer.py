@@ -697,6 +697,14 @@ def test_images_from_files_are_cropped_by_position(trainer, jpeg_folder, tmp_pat
     assert scaled.dtype == np.float32 and scaled.tolist() == [-1.0, 1.0]
 
 
+def test_help_says_how_tfrecords_are_read_and_resumed(trainer):
+    text = " ".join(trainer.build_parser().format_help().split())
+    assert "TFRecord files train/*.tfrecord (or train-00000-of-01024, ...)" in text
+    assert "examples/data/make_tfrecords.py writes both" in text
+    assert "1 for TF-slim's build_imagenet_data.py, which keeps 0 for a background class" in text
+    assert "A run resumed from a checkpoint trains on the same images in the same order" in text
+
+
 def test_help_documents_tiny_onednn_and_the_log_format(trainer):
     text = trainer.build_parser().format_help()
     assert "TRAIN_TINY=1" in text and "TF_ENABLE_ONEDNN_OPTS=1" in text
@@ -811,7 +819,8 @@ def read_records(files) -> list[dict]:
     return out
 
 
-def test_converter_round_trip(converter, tmp_path, capsys):
+@pytest.mark.stack
+def test_converter_round_trip(converter, trainer, tmp_path, capsys):
     """Labels in sorted class-name order from 0; JPEGs copied unchanged, other images (PNG,
     greyscale, CMYK JPEG) stored as RGB JPEG; every image once; the index says it all."""
     import tensorflow as tf
@@ -851,6 +860,7 @@ def test_converter_round_trip(converter, tmp_path, capsys):
     for name in names:
         assert index["files"][name]["bytes"] == (out / "train" / name).stat().st_size
     assert index["records"] == 7
+    assert converter.RECORD_NAME.pattern == trainer.RECORD_NAME.pattern  # files found alike
 
     records = read_records(out / "train" / n for n in names)
     assert sorted(r["image/filename"].decode() for r in records) == sorted(made)
@@ -867,6 +877,56 @@ def test_converter_round_trip(converter, tmp_path, capsys):
     (val,) = read_records((out / "val").glob("*.tfrecord"))
     assert val["image/class/label"] == 1  # mole, numbered as in train/
     assert json.loads((out / "val" / "index.json").read_text())["classes"] == index["classes"]
+
+
+def test_converter_refuses_bad_input_with_one_line(converter, tfrecords, tmp_path, capsys):
+    """Each mistake ends the converter with one line naming the file or option; none writes."""
+    import tensorflow as tf
+    from PIL import Image
+
+    images = tmp_path / "images"
+    (images / "train" / "cat").mkdir(parents=True)
+    cases = [  # (argv, exit code, what the line says)
+        ([], 2, "give IMAGES and OUT, or --index DIR"),
+        (["--index", str(tmp_path), str(images)], 2, "--index DIR takes no IMAGES or OUT"),
+        (["--shards", "0", str(images), "out"], 2, "--shards must be at least 1"),
+        (["--quality", "101", str(images), "out"], 2, "--quality must be between 1 and 100"),
+        ([str(tmp_path / "none"), "out"], 2, f"{tmp_path / 'none'}/train: no such directory"),
+        ([str(images), "out"], 1, f"error: {images / 'train'} holds no images in class folders"),
+        ([str(images / "train"), "out"], 2, f"{images / 'train' / 'train'}: no such directory"),
+        (["--index", str(images)], 1, f"error: {images} holds no TFRecord files"),
+        ([str(images), str(tfrecords)], 2, f"{tfrecords / 'train'} already holds TFRecord files"),
+    ]
+    for argv, code, says in cases:
+        got, line = error_line(lambda argv=argv: converter.main(argv), capsys)
+        assert got == code and says in line, (argv, line)
+
+    (images / "train" / "cat" / "bad.jpg").write_bytes(b"\xff\xd8\xff not a JPEG")
+    code, line = error_line(lambda: converter.main([str(images), str(tmp_path / "o")]), capsys)
+    assert code == 1 and line.startswith(f"error: {images}/train/cat/bad.jpg: not an image ")
+    assert not list((tmp_path / "o").rglob("*.tfrecord"))  # the files begun are removed
+    (images / "train" / "cat" / "bad.jpg").unlink()
+    Image.new("RGB", (8, 8)).save(images / "train" / "cat" / "1.png")
+    (images / "val" / "dog").mkdir(parents=True)
+    code, line = error_line(lambda: converter.main([str(images), str(tmp_path / "o")]), capsys)
+    assert (code, line) == (
+        1,
+        f"error: {images / 'val' / 'dog'}: {images / 'train'} has no class folder of that name",
+    )
+
+    damaged = damaged_copy(tfrecords, tmp_path / "damaged")
+    code, line = error_line(lambda: converter.main(["--index", str(damaged.parent)]), capsys)
+    assert code == 1
+    assert re.fullmatch(
+        rf"error: {damaged}: damaged TFRecord file \(corrupted record at \d+\)", line
+    )
+    unlabelled = tmp_path / "unlabelled" / "x.tfrecord"
+    unlabelled.parent.mkdir()
+    with tf.io.TFRecordWriter(str(unlabelled)) as writer:
+        writer.write(tf.train.Example().SerializeToString())
+    code, line = error_line(lambda: converter.main(["--index", str(unlabelled.parent)]), capsys)
+    assert (code, line) == (1, f"error: {unlabelled}: a record has no image/class/label")
+    assert not [*(tmp_path / "o").rglob("index.json"), *unlabelled.parent.rglob("index.json")]
 
 
 def slim_style_records(folder: Path, labels: list[list[int]]) -> list[Path]:
@@ -899,6 +959,7 @@ def slim_style_records(folder: Path, labels: list[list[int]]) -> list[Path]:
     return paths
 
 
+@pytest.mark.stack
 def test_imagenet_files_from_tf_slim_are_indexed_and_counted_from_one(
     converter, trainer, bare_env, tmp_path, capsys
 ):
@@ -944,6 +1005,7 @@ def test_imagenet_files_from_tf_slim_are_indexed_and_counted_from_one(
     )
 
 
+@pytest.mark.stack
 def test_images_from_records_are_those_from_files(trainer, tfrecords, jpeg_folder, bare_env):
     """The same JPEG at the same position gives the same pixels from a TFRecord as from the
     image folder: one crop, scaling, flip and label for both."""
@@ -971,6 +1033,7 @@ def filenames(dataset) -> list[str]:
     return [tf.io.parse_single_example(r, spec)["image/filename"].numpy().decode() for r in dataset]
 
 
+@pytest.mark.stack
 def test_a_resumed_record_stream_goes_on_where_the_stopped_one_was(trainer, tfrecords, bare_env):
     """From TFRecords, the records (and the decoded batches) of steps 4-9 are the same whether
     the stream starts at step 0 or at step 4, in the middle of the second epoch; every epoch
@@ -998,6 +1061,7 @@ def test_a_resumed_record_stream_goes_on_where_the_stopped_one_was(trainer, tfre
         assert np.array_equal(a, b) and np.array_equal(la, lb)
 
 
+@pytest.mark.stack
 def test_two_workers_read_disjoint_files(trainer, tfrecords, bare_env, capsys):
     """Worker k reads the k-th file of two, and only it; each epoch in a new order. With more
     workers than files, or fewer records than a batch, the run stops with one line."""
@@ -1073,6 +1137,11 @@ def damaged_copy(tfrecords: Path, to: Path) -> Path:
             "writes it (KeyError('classes'))",
         ),
         (
+            "val as folders",
+            "{data}/val holds class folders, {train} TFRecord files: convert both "
+            "(examples/data/make_tfrecords.py)",
+        ),
+        (
             "other classes",
             "{data}/val/index.json: its classes differ from those of {train}/index.json",
         ),
@@ -1103,6 +1172,9 @@ def test_tfrecords_that_do_not_match_their_index_are_refused(
     elif change == "no classes":
         del index["classes"]
         index_path.write_text(json.dumps(index))
+    elif change == "val as folders":
+        shutil.rmtree(data / "val")
+        (data / "val" / "cat").mkdir(parents=True)
     else:
         other = json.loads((data / "val" / "index.json").read_text())
         other["classes"] = ["cat", "dog"]

@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         "1,250, some 140 MB)",
     )
     p.add_argument(
-        "--splits", nargs="+", default=["train", "val"], help="the splits to convert, if present"
+        "--splits",
+        type=lambda text: text.split(","),
+        default="train,val",
+        help="the splits to convert, if present; the first must be",
     )
     p.add_argument("--quality", type=int, default=95, help="JPEG quality of re-encoded images")
     p.add_argument("--seed", type=int, default=0, help="the order images are dealt to files in")
@@ -128,25 +131,33 @@ def example(tf, path: Path, label: int, name: str, quality: int) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
-def convert(tf, args, split: str, classes: list[str], first: Path) -> dict:
+def convert(tf, args, split: str, images: list[tuple[Path, int]], classes: list[str]) -> dict:
     """Write the split's files and its index; the index."""
-    images = list_split(args.images / split, classes, first)
+    images = list(images)
     random.Random(args.seed).shuffle(images)
     n = len(images)
     shards = min(n, args.shards or -(-n // args.per_shard))  # no empty files
     out = args.out / split
     out.mkdir(parents=True, exist_ok=True)
 
+    def name(k: int) -> str:
+        return f"{split}-{k:05d}-of-{shards:05d}.tfrecord"
+
     def write(k: int) -> tuple[str, int]:
-        path = out / f"{split}-{k:05d}-of-{shards:05d}.tfrecord"
+        path = out / name(k)
         mine = images[k * n // shards : (k + 1) * n // shards]  # sizes differ by one at most
         with tf.io.TFRecordWriter(str(path)) as writer:
             for image, label in mine:
                 writer.write(example(tf, image, label, classes[label], args.quality))
         return path.name, len(mine)
 
-    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        written = dict(pool.map(write, range(shards)))
+    try:
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            written = dict(pool.map(write, range(shards)))
+    except BaseException:  # a bad image, Ctrl-C: no half-written split is left behind
+        for k in range(shards):
+            (out / name(k)).unlink(missing_ok=True)
+        raise
     files = {
         name: {"records": count, "bytes": (out / name).stat().st_size}
         for name, count in written.items()
@@ -171,9 +182,8 @@ def index_existing(tf, folder: Path) -> dict:
     counts = {}
     for path in files:
         count = 0
-        batches = tf.data.TFRecordDataset(str(path)).batch(1024)
         try:
-            for batch in batches:
+            for batch in tf.data.TFRecordDataset(str(path)).batch(1024):
                 parsed = tf.io.parse_example(batch, spec)
                 count += len(batch)
                 for label, synset, text in zip(*(parsed[k].numpy() for k in spec)):  # noqa: B905
@@ -183,7 +193,7 @@ def index_existing(tf, folder: Path) -> dict:
         except tf.errors.OpError as exc:
             reason = re.search(r"corrupted record at \d+", str(exc))
             why = reason[0] if reason else str(exc).strip().splitlines()[0]
-            raise SystemExit(f"error: {path}: damaged after {count} records ({why})") from None
+            raise SystemExit(f"error: {path}: damaged TFRecord file ({why})") from None
         counts[path.name] = {"records": count, "bytes": path.stat().st_size}
     first, last = min(names), max(names)
     classes = [names.get(label, str(label)) for label in range(first, last + 1)]
@@ -213,7 +223,7 @@ def main(argv=None) -> int:
         out = args.out / split
         if out.is_dir() and any(RECORD_NAME.search(p.name) for p in out.iterdir()):
             parser.error(f"{out} already holds TFRecord files; remove them or choose another OUT")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines: hidden
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's INFO and warnings: hidden
     import tensorflow as tf  # imported here, so that --help and mistakes answer at once
 
     if args.index is not None:
@@ -221,10 +231,9 @@ def main(argv=None) -> int:
         return 0
     first = args.images / splits[0]
     classes = sorted(p.name for p in first.iterdir() if p.is_dir())
-    if not classes:
-        parser.error(f"{first} holds no class folders")
+    images = {split: list_split(args.images / split, classes, first) for split in splits}
     for split in splits:
-        convert(tf, args, split, classes, first)
+        convert(tf, args, split, images[split], classes)
     return 0
 
 

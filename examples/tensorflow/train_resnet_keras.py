@@ -86,13 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="Data: --data-dir DIR reads DIR/train (and DIR/val for --eval-steps), either an "
         "image folder (<class>/<image>) or TFRecord files with the index.json that "
-        f"{CONVERTER} writes. Each TFRecord worker reads its own files (every Nth of the "
-        "sorted list, N workers), in a new order every epoch, drawn from --seed, ten at a time, "
-        "through a --shuffle-buffer. A run resumed from a checkpoint trains on the same images "
-        "in the same order as one that was not stopped, given the same workers and "
-        "--batch-size: the images and crops depend only on the seed, the epoch and the step, "
-        "and from TFRecords the resumed run reads again (without decoding) the records the "
-        "epoch's earlier steps used. "
+        f"{CONVERTER} writes. From TFRecords each worker reads its own files (every Nth of the "
+        "sorted list, N workers), ten at a time, in a new order every epoch drawn from --seed, "
+        "and shuffles the records in blocks of --shuffle-buffer. A run resumed from a "
+        "checkpoint trains on the same images in the same order as one that was not stopped, "
+        "given the same data, workers, --batch-size and --shuffle-buffer: which images a step "
+        "gets and how they are cropped depend only on the seed, the epoch and the step, and "
+        "from TFRecords the resumed run reads again, without decoding them, the records that "
+        "its epoch's earlier steps used. "
         "Environment: TF_ENABLE_ONEDNN_OPTS=1 turns on oneDNN kernels on CPUs; it is the "
         "default on Intel CPUs and should be set on AMD CPUs (ARCHER2 reports a 12x speed-up). "
         "TF_CPP_MIN_LOG_LEVEL (default 1 here) hides TensorFlow's INFO lines.",
@@ -349,6 +350,12 @@ def use_records(args, train: list[Path], val: list[Path]) -> None:
                 f"{train[0].parent / RECORD_INDEX}"
             )
     args.val_records = [str(f) for f in val] or None
+    held_out = args.data_dir / "val"
+    if not val and held_out.is_dir() and any(p.is_dir() for p in held_out.iterdir()):
+        raise ValueError(
+            f"{held_out} holds class folders, {train[0].parent} TFRecord files: convert both "
+            f"({CONVERTER})"
+        )
 
 
 # --------------------------------------------------------------------------- versions, devices
