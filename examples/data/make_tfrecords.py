@@ -67,7 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quality", type=int, default=95, help="JPEG quality of re-encoded images")
     p.add_argument("--seed", type=int, default=0, help="the order images are dealt to files in")
-    p.add_argument("--jobs", type=int, default=1, help="files written at the same time")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=min(8, os.cpu_count() or 1),
+        help="files written at the same time, by as many threads",
+    )
     p.add_argument(
         "--index",
         type=Path,
