@@ -1,5 +1,6 @@
 """examples/tensorflow/train_resnet_keras.py: tiny CPU runs, two workers, exact resume, the
-steps as AutoGraph traces them and as written, XLA, clear errors.
+steps as AutoGraph traces them and as written, XLA, clear errors; TFRecord files and
+examples/data/make_tfrecords.py, which writes them.
 
 The runs use --arch MobileNet: the trainer treats every keras.applications model the same
 way, and MobileNet builds and traces in about half the time of ResNet50 on two cores (the job
@@ -466,6 +467,7 @@ def error_line(call, capsys) -> tuple[int | str, str]:
         (["--batch-size", "0"], "--batch-size must be at least 1"),
         (["--data-threads", "-1"], "--data-threads cannot be negative"),
         (["--shuffle-buffer", "0"], "--shuffle-buffer must be at least 1"),
+        (["--label-offset", "1"], "--label-offset applies to TFRecord files only"),
         (["--data-dir", "/nonexistent/imagenet"], "--data-dir /nonexistent/imagenet: no such dir"),
     ],
 )

@@ -295,6 +295,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         if val.is_dir():
             files, labels, _ = list_images(val)
             args.val_files = (files, labels) if files else None
+    if args.label_offset is not None:
+        parser.error("--label-offset applies to TFRecord files only (--data-dir with them)")
     return args
 
 
