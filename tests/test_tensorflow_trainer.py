@@ -479,6 +479,13 @@ def test_bad_arguments(trainer, bare_env, capsys, argv, message):
 def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
     code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
     assert code == 2 and "no train/ directory in it" in line
+    (tmp_path / "train-00000-of-00001").write_bytes(b"")  # TF-slim's layout, all in one folder
+    code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
+    assert code == 2 and line.endswith(
+        f"--data-dir {tmp_path}: TFRecord files but no train/ directory; link the training "
+        "files into NEW/train/, the held-out ones into NEW/val/, and give --data-dir NEW"
+    )
+    (tmp_path / "train-00000-of-00001").unlink()
     (tmp_path / "train" / "empty_class").mkdir(parents=True)
     code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
     assert code == 2 and line.endswith(
@@ -892,9 +899,12 @@ def test_converter_round_trip(converter, trainer, tmp_path, capsys):
 
 def test_converter_answers_help_and_mistakes_without_loading_tensorflow(tmp_path):
     """The converter imports TensorFlow only when it has work to do (seconds on a login node)."""
+    (tmp_path / "images" / "train").mkdir(parents=True)
+    (tmp_path / "file").write_text("")
     for argv, code, says in [
         (["--help"], 0, "Convert an image folder to the TFRecord files"),
         (["--per-shard", "0", "images", "out"], 2, "--per-shard must be at least 1"),
+        (["images", "file/out"], 1, "error: [Errno 20] Not a directory: 'file/out/train'"),
     ]:
         proc = subprocess.run(
             [sys.executable, "-X", "importtime", str(CONVERTER), *argv],
@@ -955,6 +965,21 @@ def test_converter_refuses_bad_input_with_one_line(converter, tfrecords, tmp_pat
     code, line = error_line(lambda: converter.main(["--index", str(unlabelled.parent)]), capsys)
     assert (code, line) == (1, f"error: {unlabelled}: a record has no image/class/label")
     assert not [*(tmp_path / "o").rglob("index.json"), *unlabelled.parent.rglob("index.json")]
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    shared = tmp_path / "shared"
+    shutil.copytree(tfrecords / "train", shared)
+    (shared / "index.json").unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "write_text", read_only)
+        code, line = error_line(lambda: converter.main(["--index", str(shared)]), capsys)
+    assert (code, line) == (
+        1,
+        f"error: cannot write {shared / 'index.json'} (Permission denied); link the files "
+        "into a folder of your own and index that",
+    )
 
 
 def slim_style_records(folder: Path, labels: list[list[int]]) -> list[Path]:

@@ -143,7 +143,6 @@ def convert(tf, args, split: str, images: list[tuple[Path, int]], classes: list[
     n = len(images)
     shards = min(n, args.shards or -(-n // args.per_shard))  # no empty files
     out = args.out / split
-    out.mkdir(parents=True, exist_ok=True)
 
     def name(k: int) -> str:
         return f"{split}-{k:05d}-of-{shards:05d}.tfrecord"
@@ -204,7 +203,13 @@ def index_existing(tf, folder: Path) -> dict:
     classes = [names.get(label, str(label)) for label in range(first, last + 1)]
     total = sum(c["records"] for c in counts.values())
     index = {"classes": classes, "first_label": first, "records": total, "files": counts}
-    (folder / INDEX).write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    try:
+        (folder / INDEX).write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:  # a shared, read-only copy: index links to it instead
+        raise SystemExit(
+            f"error: cannot write {folder / INDEX} ({exc.strerror}); link the files into a "
+            "folder of your own and index that"
+        ) from None
     print(f"{folder}: {total} records, labels {first}..{last}, {len(files)} files", flush=True)
     return index
 
@@ -228,6 +233,7 @@ def main(argv=None) -> int:
         out = args.out / split
         if out.is_dir() and any(RECORD_NAME.search(p.name) for p in out.iterdir()):
             parser.error(f"{out} already holds TFRecord files; remove them or choose another OUT")
+        out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's INFO and warnings: hidden
     import tensorflow as tf  # imported here, so that --help and mistakes answer at once
 
@@ -243,4 +249,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except OSError as exc:  # a folder that cannot be made or written, a file that cannot be read
+        sys.exit(f"error: {exc}")

@@ -275,6 +275,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         train, val = args.data_dir / "train", args.data_dir / "val"
         if not args.data_dir.is_dir():
             parser.error(f"--data-dir {args.data_dir}: no such directory")
+        if not train.is_dir() and record_files(args.data_dir):  # TF-slim's layout: one folder
+            parser.error(
+                f"--data-dir {args.data_dir}: TFRecord files but no train/ directory; link the "
+                "training files into NEW/train/, the held-out ones into NEW/val/, and give "
+                "--data-dir NEW"
+            )
         if not train.is_dir():
             parser.error(f"--data-dir {args.data_dir}: no train/ directory in it")
         records = record_files(train)
