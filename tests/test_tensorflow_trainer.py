@@ -1,5 +1,6 @@
 """examples/tensorflow/train_resnet_keras.py: tiny CPU runs, two workers, exact resume, the
-steps as AutoGraph traces them and as written, XLA, clear errors.
+steps as AutoGraph traces them and as written, XLA, clear errors; TFRecord files and
+examples/data/make_tfrecords.py, which writes them.
 
 The runs use --arch MobileNet: the trainer treats every keras.applications model the same
 way, and MobileNet builds and traces in about half the time of ResNet50 on two cores (the job
@@ -11,8 +12,10 @@ cores (pytest -n 2). Tests marked ``stack`` also run under each software stack's
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
+import re
 import runpy
 import shutil
 import signal
@@ -286,9 +289,9 @@ def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess
 
 
 @pytest.mark.stack
-def test_two_workers_from_tf_config(tmp_path):
-    import json
-
+def test_two_workers_from_tf_config(tmp_path, tfrecords):
+    """Two workers described by TF_CONFIG train one model on TFRecords, each on its own file
+    (the other two-worker test trains on synthetic images)."""
     hosts = [f"localhost:{p}" for p in free_ports(2)]
     envs = [
         {
@@ -300,7 +303,7 @@ def test_two_workers_from_tf_config(tmp_path):
         }
         for i in (0, 1)
     ]
-    procs = two_workers(tmp_path, envs)
+    procs = two_workers(tmp_path, envs, "--data-dir", str(tfrecords))
     try:
         outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     finally:
@@ -310,7 +313,15 @@ def test_two_workers_from_tf_config(tmp_path):
     for rank, (out, _) in enumerate(outs):
         train = records(out, "train")
         assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(rank, 2)}
-        assert [t.fields["step"] for t in train] == list(range(1, 7))
+        # each worker's file holds 8 of the 16 images, 4 a step: 2 steps an epoch
+        assert [(t.fields["step"], t.fields["epoch"]) for t in train] == [
+            (1, 0),
+            (2, 0),
+            (3, 1),
+            (4, 1),
+            (5, 2),
+            (6, 2),
+        ]
     # one model: every worker reports the same (all-reduced) loss
     losses = [[t.fields["loss"] for t in records(out, "train")] for out, _ in outs]
     assert losses[0] == losses[1]
@@ -455,6 +466,8 @@ def error_line(call, capsys) -> tuple[int | str, str]:
         (["--arch", "ResNet5000"], "argument --arch: invalid choice: 'ResNet5000'"),
         (["--batch-size", "0"], "--batch-size must be at least 1"),
         (["--data-threads", "-1"], "--data-threads cannot be negative"),
+        (["--shuffle-buffer", "0"], "--shuffle-buffer must be at least 1"),
+        (["--label-offset", "1"], "--label-offset applies to TFRecord files only"),
         (["--data-dir", "/nonexistent/imagenet"], "--data-dir /nonexistent/imagenet: no such dir"),
     ],
 )
@@ -466,9 +479,19 @@ def test_bad_arguments(trainer, bare_env, capsys, argv, message):
 def test_data_dir_without_images(trainer, bare_env, capsys, tmp_path):
     code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
     assert code == 2 and "no train/ directory in it" in line
+    (tmp_path / "train-00000-of-00001").write_bytes(b"")  # TF-slim's layout, all in one folder
+    code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
+    assert code == 2 and line.endswith(
+        f"--data-dir {tmp_path}: TFRecord files but no train/ directory; link the training "
+        "files into NEW/train/, the held-out ones into NEW/val/, and give --data-dir NEW"
+    )
+    (tmp_path / "train-00000-of-00001").unlink()
     (tmp_path / "train" / "empty_class").mkdir(parents=True)
     code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(tmp_path)]), capsys)
-    assert code == 2 and "train/ holds no class directories with images" in line
+    assert code == 2 and line.endswith(
+        "train/ holds neither TFRecord files (*.tfrecord, *-NNNNN-of-NNNNN) nor class "
+        "directories with images (.bmp, .gif, .jpeg, .jpg, .png)"
+    )
 
 
 def test_slurm_without_srun_variables_says_so(trainer, bare_env, capsys):
@@ -692,6 +715,14 @@ def test_images_from_files_are_cropped_by_position(trainer, jpeg_folder, tmp_pat
     assert scaled.dtype == np.float32 and scaled.tolist() == [-1.0, 1.0]
 
 
+def test_help_says_how_tfrecords_are_read_and_resumed(trainer):
+    text = " ".join(trainer.build_parser().format_help().split())
+    assert "TFRecord files train/*.tfrecord (or train-00000-of-01024, ...)" in text
+    assert "examples/data/make_tfrecords.py writes both" in text
+    assert "1 for TF-slim's build_imagenet_data.py, which keeps 0 for a background class" in text
+    assert "A run resumed from a checkpoint trains on the same images in the same order" in text
+
+
 def test_help_documents_tiny_onednn_and_the_log_format(trainer):
     text = trainer.build_parser().format_help()
     assert "TRAIN_TINY=1" in text and "TF_ENABLE_ONEDNN_OPTS=1" in text
@@ -768,3 +799,521 @@ def test_tiny_arch_replaces_only_the_default_model(trainer, bare_env, capsys):
     bare_env.setenv("TRAIN_TINY_ARCH", "ResNet5000")
     code, line = error_line(lambda: trainer.parse_args(["--tiny"]), capsys)
     assert code == 2 and "TRAIN_TINY_ARCH=ResNet5000: not a keras.applications model" in line
+
+
+# --------------------------------------------------------------------------- TFRecords
+# examples/data/make_tfrecords.py turns an image folder into TFRecord files; the trainer reads
+# them with --data-dir. The module-scoped fixtures convert the session's JPEG folder (16
+# training images of 2 classes, 4 held out) once, into 2 files per split, and train on it once.
+CONVERTER = ROOT / "examples" / "data" / "make_tfrecords.py"
+
+
+@pytest.fixture(scope="module")
+def converter():
+    spec = importlib.util.spec_from_file_location("make_tfrecords", CONVERTER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tfrecords(converter, jpeg_folder, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tfrecords")
+    assert converter.main(["--shards", "2", str(jpeg_folder), str(out)]) == 0
+    return out
+
+
+def read_records(files) -> list[dict]:
+    """Every record of the files, parsed into a dict of Python values."""
+    import tensorflow as tf
+
+    out = []
+    for path in files:
+        for raw in tf.data.TFRecordDataset(str(path)):
+            features = tf.train.Example.FromString(raw.numpy()).features.feature
+            out.append(
+                {k: (v.int64_list.value or v.bytes_list.value)[0] for k, v in features.items()}
+            )
+    return out
+
+
+@pytest.mark.stack
+def test_converter_round_trip(converter, trainer, tmp_path, capsys):
+    """Labels in sorted class-name order from 0; JPEGs copied unchanged, other images (PNG,
+    greyscale, CMYK JPEG) stored as RGB JPEG; every image once; the index says it all."""
+    import tensorflow as tf
+    from PIL import Image
+
+    made = {}  # file name -> (class, stored unchanged)
+    for i, (cls, mode, suffix) in enumerate(
+        [
+            ("zebra", "RGB", ".JPEG"),
+            ("zebra", "RGB", ".png"),
+            ("ant", "L", ".png"),
+            ("ant", "RGB", ".jpg"),
+            ("mole", "CMYK", ".jpg"),
+            ("mole", "RGB", ".JPEG"),
+            ("mole", "RGB", ".gif"),
+        ]
+    ):
+        folder = tmp_path / "images" / "train" / cls
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.new(mode, (20 + i, 10 + i), color=40 * i).save(folder / f"{i}{suffix}")
+        made[f"{i}{suffix}"] = (cls, mode != "CMYK" and suffix.lower() in (".jpeg", ".jpg"))
+    (tmp_path / "images" / "train" / "ant" / "notes.txt").write_text("not an image")
+    (tmp_path / "images" / "val" / "mole").mkdir(parents=True)
+    Image.new("RGB", (12, 12)).save(tmp_path / "images" / "val" / "mole" / "v.JPEG")
+
+    out = tmp_path / "out"
+    assert converter.main(["--shards", "3", "--jobs", "2", str(tmp_path / "images"), str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"train: 7 images of 3 classes in 3 files in {out / 'train'}" in said
+    assert f"val: 1 images of 3 classes in 1 files in {out / 'val'}" in said  # no empty files
+
+    index = json.loads((out / "train" / "index.json").read_text())
+    assert index["classes"] == ["ant", "mole", "zebra"] and index["first_label"] == 0
+    names = sorted(index["files"])
+    assert names == [f"train-0000{k}-of-00003.tfrecord" for k in range(3)]
+    assert [index["files"][n]["records"] for n in names] == [2, 2, 3]  # 7 dealt out evenly
+    for name in names:
+        assert index["files"][name]["bytes"] == (out / "train" / name).stat().st_size
+    assert index["records"] == 7
+    assert converter.RECORD_NAME.pattern == trainer.RECORD_NAME.pattern  # files found alike
+
+    records = read_records(out / "train" / n for n in names)
+    assert sorted(r["image/filename"].decode() for r in records) == sorted(made)
+    for r in records:
+        cls, unchanged = made[r["image/filename"].decode()]
+        assert r["image/class/text"].decode() == cls
+        assert r["image/class/label"] == index["classes"].index(cls)
+        assert r["image/format"] == b"JPEG" and tf.io.is_jpeg(r["image/encoded"])
+        image = tf.io.decode_jpeg(r["image/encoded"])
+        assert image.shape[:2] == (r["image/height"], r["image/width"])
+        assert image.shape[2] in (1, 3)
+        source = tmp_path / "images" / "train" / cls / r["image/filename"].decode()
+        assert (r["image/encoded"] == source.read_bytes()) == unchanged
+    (val,) = read_records((out / "val").glob("*.tfrecord"))
+    assert val["image/class/label"] == 1  # mole, numbered as in train/
+    assert json.loads((out / "val" / "index.json").read_text())["classes"] == index["classes"]
+
+
+def test_converter_answers_help_and_mistakes_without_loading_tensorflow(tmp_path):
+    """The converter imports TensorFlow only when it has work to do (seconds on a login node)."""
+    (tmp_path / "images" / "train").mkdir(parents=True)
+    (tmp_path / "file").write_text("")
+    for argv, code, says in [
+        (["--help"], 0, "Convert an image folder to the TFRecord files"),
+        (["--per-shard", "0", "images", "out"], 2, "--per-shard must be at least 1"),
+        (["images", "file/out"], 1, "error: [Errno 20] Not a directory: 'file/out/train'"),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", str(CONVERTER), *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == code and says in proc.stdout + proc.stderr, proc.stderr[-500:]
+        assert "import time:" in proc.stderr and "tensorflow" not in proc.stderr
+
+
+def test_converter_refuses_bad_input_with_one_line(converter, tfrecords, tmp_path, capsys):
+    """Each mistake ends the converter with one line naming the file or option; none writes."""
+    import tensorflow as tf
+    from PIL import Image
+
+    images = tmp_path / "images"
+    (images / "train" / "cat").mkdir(parents=True)
+    cases = [  # (argv, exit code, what the line says)
+        ([], 2, "give IMAGES and OUT, or --index DIR"),
+        (["--index", str(tmp_path), str(images)], 2, "--index DIR takes no IMAGES or OUT"),
+        (["--shards", "0", str(images), "out"], 2, "--shards must be at least 1"),
+        (["--quality", "101", str(images), "out"], 2, "--quality must be between 1 and 100"),
+        ([str(tmp_path / "none"), "out"], 2, f"{tmp_path / 'none'}/train: no such directory"),
+        ([str(images), "out"], 1, f"error: {images / 'train'} holds no images in class folders"),
+        ([str(images / "train"), "out"], 2, f"{images / 'train' / 'train'}: no such directory"),
+        (["--index", str(images)], 1, f"error: {images} holds no TFRecord files"),
+        ([str(images), str(tfrecords)], 2, f"{tfrecords / 'train'} already holds TFRecord files"),
+    ]
+    for argv, code, says in cases:
+        got, line = error_line(lambda argv=argv: converter.main(argv), capsys)
+        assert got == code and says in line, (argv, line)
+
+    (images / "train" / "cat" / "bad.jpg").write_bytes(b"\xff\xd8\xff not a JPEG")
+    code, line = error_line(lambda: converter.main([str(images), str(tmp_path / "o")]), capsys)
+    assert code == 1 and line.startswith(f"error: {images}/train/cat/bad.jpg: not an image ")
+    assert not list((tmp_path / "o").rglob("*.tfrecord"))  # the files begun are removed
+    (images / "train" / "cat" / "bad.jpg").unlink()
+    Image.new("RGB", (8, 8)).save(images / "train" / "cat" / "1.png")
+    (images / "val" / "dog").mkdir(parents=True)
+    code, line = error_line(lambda: converter.main([str(images), str(tmp_path / "o")]), capsys)
+    assert (code, line) == (
+        1,
+        f"error: {images / 'val' / 'dog'}: {images / 'train'} has no class folder of that name",
+    )
+
+    damaged = damaged_copy(tfrecords, tmp_path / "damaged")
+    code, line = error_line(lambda: converter.main(["--index", str(damaged.parent)]), capsys)
+    assert code == 1
+    assert re.fullmatch(
+        rf"error: {damaged}: damaged TFRecord file \(corrupted record at \d+\)", line
+    )
+    unlabelled = tmp_path / "unlabelled" / "x.tfrecord"
+    unlabelled.parent.mkdir()
+    with tf.io.TFRecordWriter(str(unlabelled)) as writer:
+        writer.write(tf.train.Example().SerializeToString())
+    code, line = error_line(lambda: converter.main(["--index", str(unlabelled.parent)]), capsys)
+    assert (code, line) == (1, f"error: {unlabelled}: a record has no image/class/label")
+    assert not [*(tmp_path / "o").rglob("index.json"), *unlabelled.parent.rglob("index.json")]
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    shared = tmp_path / "shared"
+    shutil.copytree(tfrecords / "train", shared)
+    (shared / "index.json").unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "write_text", read_only)
+        code, line = error_line(lambda: converter.main(["--index", str(shared)]), capsys)
+    assert (code, line) == (
+        1,
+        f"error: cannot write {shared / 'index.json'} (Permission denied); link the files "
+        "into a folder of your own and index that",
+    )
+
+
+def slim_style_records(folder: Path, labels: list[list[int]]) -> list[Path]:
+    """Files named and labelled as TF-slim's build_imagenet_data.py writes them (labels from 1,
+    synset and human-readable text, no suffix), one file per list of labels."""
+    import tensorflow as tf
+
+    folder.mkdir(parents=True)
+    jpeg = tf.io.encode_jpeg(tf.zeros([40, 50, 3], tf.uint8)).numpy()
+    paths = []
+    for k, file_labels in enumerate(labels):
+        path = folder / f"train-{k:05d}-of-{len(labels):05d}"
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            for label in file_labels:
+                feature = {
+                    "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
+                    "image/class/label": tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[label])
+                    ),
+                    "image/class/synset": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[f"n{label:08d}".encode()])
+                    ),
+                    "image/class/text": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[b"tench, Tinca tinca"])
+                    ),
+                }
+                example = tf.train.Example(features=tf.train.Features(feature=feature))
+                writer.write(example.SerializeToString())
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.stack
+def test_imagenet_files_from_tf_slim_are_indexed_and_counted_from_one(
+    converter, trainer, bare_env, tmp_path, capsys
+):
+    """--index reads files made elsewhere; their labels start at 1, so the trainer subtracts 1
+    unless --label-offset says otherwise (0 keeps TF-slim's background class as class 0)."""
+    import tensorflow as tf
+
+    slim_style_records(tmp_path / "imagenet" / "train", [[3, 1, 1], [2, 3]])
+    assert converter.main(["--index", str(tmp_path / "imagenet" / "train")]) == 0
+    assert "5 records, labels 1..3, 2 files" in capsys.readouterr().out
+    index = json.loads((tmp_path / "imagenet" / "train" / "index.json").read_text())
+    assert index["first_label"] == 1 and index["records"] == 5
+    assert index["classes"] == ["n00000001", "n00000002", "n00000003"]
+
+    args = trainer.parse_args(["--data-dir", str(tmp_path / "imagenet"), "--image-size", "16"])
+    assert (args.label_offset, args.num_classes) == (1, 3)
+    assert args.train_records["records"] == [3, 2]
+    with_background = ["--data-dir", str(tmp_path / "imagenet"), "--label-offset", "0"]
+    assert trainer.parse_args(with_background).num_classes == 4
+    code, line = error_line(
+        lambda: trainer.parse_args([*with_background[:2], "--label-offset", "2"]), capsys
+    )
+    assert code == 2 and "--label-offset 2: the labels in " in line
+    assert line.endswith("start at 1, which would become -1")
+
+    load = trainer.record_sample(args, train=True)
+    first, *_ = tf.data.TFRecordDataset(
+        str(tmp_path / "imagenet" / "train" / "train-00000-of-00002")
+    )
+    image, label = load(tf.constant(0, tf.int64), first)
+    assert int(label) == 2 and image.shape == (16, 16, 3)  # stored 3, class 2 counted from 0
+    background = tf.train.Example.FromString(first.numpy())
+    background.features.feature["image/class/label"].int64_list.value[:] = [0]
+    pipeline = tf.data.Dataset.from_tensors(
+        (tf.constant(0, tf.int64), background.SerializeToString())
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError) as stopped:
+        list(pipeline.map(load))
+    line = trainer.error_line(stopped.value)  # what the run ends with
+    assert line.startswith("error: InvalidArgumentError: Error in user-defined function passed")
+    assert line.endswith(
+        "assertion failed: [image/class/label - 1 (--label-offset) is outside 0..2:] [-1]"
+    )
+
+
+@pytest.mark.stack
+def test_images_from_records_are_those_from_files(trainer, tfrecords, jpeg_folder, bare_env):
+    """The same JPEG at the same position gives the same pixels from a TFRecord as from the
+    image folder: one crop, scaling, flip and label for both."""
+    import numpy as np
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tfrecords)])
+    raw = next(iter(tf.data.TFRecordDataset(args.train_records["files"][0])))
+    fields = read_records([args.train_records["files"][0]])[0]
+    cls = fields["image/class/text"].decode()
+    path = str(jpeg_folder / "train" / cls / fields["image/filename"].decode())
+    for train, position in [(True, 5), (True, 6), (False, 5)]:
+        from_record = trainer.record_sample(args, train)(tf.constant(position, tf.int64), raw)
+        label = tf.constant(fields["image/class/label"])
+        from_file = trainer.file_sample(args, train)(tf.constant(position, tf.int64), path, label)
+        assert np.array_equal(from_record[0], from_file[0])
+        assert int(from_record[1]) == int(from_file[1]) == ["n00000000", "n00000001"].index(cls)
+
+
+def filenames(dataset) -> list[str]:
+    """The image/filename of each serialized record the dataset yields."""
+    import tensorflow as tf
+
+    spec = {"image/filename": tf.io.FixedLenFeature([], tf.string)}
+    return [tf.io.parse_single_example(r, spec)["image/filename"].numpy().decode() for r in dataset]
+
+
+@pytest.mark.stack
+def test_a_resumed_record_stream_goes_on_where_the_stopped_one_was(trainer, tfrecords, bare_env):
+    """From TFRecords, the records (and the decoded batches) of steps 4-9 are the same whether
+    the stream starts at step 0 or at step 4, in the middle of the second epoch; every epoch
+    reads each record at most once, in a new order."""
+    import numpy as np
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tfrecords)])
+    ctx = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0)
+    steps = trainer.record_steps(args, workers=1, per_worker=4)
+    assert steps == 3  # --tiny's 3 steps an epoch; the 16 images hold 4
+    whole = filenames(trainer.train_records(args, ctx, 0, 10, steps))
+    assert len(whole) == 40
+    assert filenames(trainer.train_records(args, ctx, 0, 10, steps)) == whole
+    assert filenames(trainer.train_records(args, ctx, 4, 10, steps)) == whole[16:]
+    epochs = [whole[i : i + 12] for i in range(0, 36, 12)]
+    assert all(len(set(e)) == 12 for e in epochs)
+    assert len({tuple(e) for e in epochs}) == 3
+
+    strategy = tf.distribute.get_strategy()
+    straight = list(trainer.train_input(args, strategy, 0, 10, steps))
+    resumed = list(trainer.train_input(args, strategy, 4, 10, steps))
+    assert len(straight) == 10 and len(resumed) == 6
+    for (a, la), (b, lb) in zip(straight[4:], resumed, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(la, lb)
+
+
+@pytest.mark.stack
+def test_two_workers_read_disjoint_files(trainer, tfrecords, bare_env, capsys):
+    """Worker k reads the k-th file of two, and only it; each epoch in a new order. With more
+    workers than files, or fewer records than a batch, the run stops with one line."""
+    import tensorflow as tf
+
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tfrecords)])
+    files = args.train_records["files"]
+    in_file = [set(filenames(tf.data.TFRecordDataset(f))) for f in files]
+    assert len(in_file[0]) == len(in_file[1]) == 8 and not in_file[0] & in_file[1]
+    steps = trainer.record_steps(args, workers=2, per_worker=4)
+    assert steps == 2  # 8 records a worker, 4 a step
+    for worker in (0, 1):
+        ctx = tf.distribute.InputContext(2, worker, num_replicas_in_sync=2)
+        seen = filenames(trainer.train_records(args, ctx, 0, 6, steps))
+        assert len(seen) == 24 and set(seen) == in_file[worker]
+        read = trainer.record_epoch(args, [files[worker]], worker, 2, 8)
+        first_epoch = filenames(read(tf.constant(0, tf.int64)))
+        assert first_epoch == seen[:8] and sorted(first_epoch) == sorted(in_file[worker])
+        assert filenames(read(tf.constant(1, tf.int64))) == seen[8:16] != first_epoch
+
+    code, line = error_line(lambda: trainer.record_steps(args, 3, 4), capsys)
+    assert (code, line) == (
+        1,
+        f"error: --data-dir {tfrecords}: train/ holds 2 TFRecord file(s), fewer than the 3 "
+        "workers that read them; convert with --shards 3 or more (a multiple of the workers "
+        "shares them evenly)",
+    )
+    code, line = error_line(lambda: trainer.record_steps(args, 2, 16), capsys)
+    assert (
+        line == "error: a worker's TFRecord files hold 8 records, fewer than one batch per "
+        "worker (16)"
+    )
+
+
+def damaged_copy(tfrecords: Path, to: Path) -> Path:
+    """A copy of the TFRecords whose second training file has one byte changed (same size)."""
+    shutil.copytree(tfrecords, to)
+    path = to / "train" / "train-00001-of-00002.tfrecord"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            "no index",
+            "holds TFRecord files but no index.json; write it with: python "
+            "examples/data/make_tfrecords.py --index {train}",
+        ),
+        (
+            "index only",
+            "train/ holds neither TFRecord files (*.tfrecord, *-NNNNN-of-NNNNN) nor "
+            "class directories with images",
+        ),
+        (
+            "longer file",
+            "{train}/train-00000-of-00002.tfrecord: {size} bytes, but "
+            "{train}/index.json says {old}; write it with",
+        ),
+        ("extra file", "{train}/train-00002-of-00003.tfrecord: not in {train}/index.json"),
+        (
+            "missing file",
+            "{train}/index.json: lists train-00001-of-00002.tfrecord, which is not "
+            "in {train}; write it with",
+        ),
+        ("not JSON", "{train}/index.json:2: not valid JSON (Expecting property name"),
+        (
+            "no classes",
+            "{train}/index.json: not an index as examples/data/make_tfrecords.py "
+            "writes it (KeyError('classes'))",
+        ),
+        (
+            "val as folders",
+            "{data}/val holds class folders, {train} TFRecord files: convert both "
+            "(examples/data/make_tfrecords.py)",
+        ),
+        (
+            "other classes",
+            "{data}/val/index.json: its classes differ from those of {train}/index.json",
+        ),
+    ],
+)
+def test_tfrecords_that_do_not_match_their_index_are_refused(
+    trainer, tfrecords, bare_env, capsys, tmp_path, change, says
+):
+    data, train = tmp_path / "data", tmp_path / "data" / "train"
+    shutil.copytree(tfrecords, data)
+    index_path = train / "index.json"
+    index = json.loads(index_path.read_text())
+    first = train / "train-00000-of-00002.tfrecord"
+    old = first.stat().st_size
+    if change == "no index":
+        index_path.unlink()
+    elif change == "index only":
+        for f in train.glob("*.tfrecord"):
+            f.unlink()
+    elif change == "longer file":
+        first.write_bytes(first.read_bytes() + b"\0")
+    elif change == "extra file":
+        (train / "train-00002-of-00003.tfrecord").write_bytes(b"")
+    elif change == "missing file":
+        (train / "train-00001-of-00002.tfrecord").unlink()
+    elif change == "not JSON":
+        index_path.write_text("{\n,}")
+    elif change == "no classes":
+        del index["classes"]
+        index_path.write_text(json.dumps(index))
+    elif change == "val as folders":
+        shutil.rmtree(data / "val")
+        (data / "val" / "cat").mkdir(parents=True)
+    else:
+        other = json.loads((data / "val" / "index.json").read_text())
+        other["classes"] = ["cat", "dog"]
+        (data / "val" / "index.json").write_text(json.dumps(other))
+    code, line = error_line(lambda: trainer.parse_args(["--data-dir", str(data)]), capsys)
+    assert code == 2
+    assert says.format(train=train, data=data, size=old + 1, old=old) in line
+
+
+def test_the_damaged_file_is_named(trainer, tfrecords, bare_env, tmp_path):
+    import tensorflow as tf
+
+    damaged = damaged_copy(tfrecords, tmp_path / "data")
+    args = trainer.parse_args(["--tiny", "--data-dir", str(tmp_path / "data")])
+    exc = tf.errors.DataLossError(None, None, "{{function_node x}} corrupted record at 12")
+    line = trainer.damaged_record(args, 1, 2, exc)
+    assert re.fullmatch(
+        rf"error: {damaged}: damaged TFRecord file \(corrupted record at \d+\)", line
+    )
+    # the other worker's file reads well: what TensorFlow said, less the function's name
+    assert trainer.damaged_record(args, 0, 2, exc) == "error: DataLossError: corrupted record at 12"
+
+
+@pytest.fixture(scope="module")
+def records_straight(tfrecords, tmp_path_factory) -> tuple[Path, str]:
+    """One uninterrupted tiny run on the TFRecords, evaluating on val/ after every epoch of 3
+    steps, with a checkpoint every 2 steps (all kept)."""
+    cwd = tmp_path_factory.mktemp("records_straight")
+    code, out, err = run(cwd, *RECORD_RUN, "--data-dir", str(tfrecords))
+    assert code == 0, out + err
+    return cwd, out
+
+
+RECORD_RUN = ("--log-every", "1", "--eval-steps", "1", "--checkpoint-every", "2", "--keep", "9")
+
+
+def test_training_on_tfrecords(records_straight, tfrecords):
+    _, out = records_straight
+    assert steps(out) == list(range(1, STEPS + 1))
+    assert all(math.isfinite(r.fields["loss"]) for r in records(out, "train"))
+    assert [e.fields["epoch"] for e in records(out, "eval")] == [0, 1, 2, 3]
+    assert [r.fields["step"] for r in records(out, "checkpoint")] == [2, 4, 6, 8, 10]
+
+
+def test_resume_on_tfrecords_is_exact(records_straight, tfrecords, tmp_path):
+    """A run that ended after its checkpoint at step 4, in the middle of the second epoch, and
+    was started again: the same losses step by step as the uninterrupted run (so the same
+    images in the same order), the same evaluations, bit-identical weights and momenta."""
+    straight_dir, straight_out = records_straight
+    (tmp_path / "checkpoints").mkdir()
+    for f in (straight_dir / "checkpoints").glob("ckpt-4.*"):
+        shutil.copy(f, tmp_path / "checkpoints")
+    code, out, err = run(tmp_path, *RECORD_RUN, "--data-dir", str(tfrecords))
+    assert code == 0, out + err
+    assert [r.fields["step"] for r in records(out, "resume")] == [4]
+
+    def outcome(text: str) -> list[tuple]:
+        """Training steps from 5 on, evaluations from the second epoch on, without speeds."""
+        return [
+            (
+                r.kind,
+                r.fields.get("step"),
+                r.fields["epoch"],
+                r.fields["loss"],
+                r.fields.get("top1"),
+            )
+            for r in trainlog.parse(text)
+            if (r.kind == "train" and r.fields["step"] >= 5)
+            or (r.kind == "eval" and r.fields["epoch"] >= 1)
+        ]
+
+    assert steps(out) == list(range(5, STEPS + 1))
+    assert outcome(out) == outcome(straight_out) and len(outcome(out)) == 9
+    assert_same_variables(
+        final_variables(straight_dir / "checkpoints"), final_variables(tmp_path / "checkpoints")
+    )
+
+
+def test_a_damaged_tfrecord_file_stops_the_run_naming_it(tfrecords, tmp_path):
+    damaged = damaged_copy(tfrecords, tmp_path / "data")
+    code, out, err = run(tmp_path, "--data-dir", "data")
+    assert code == 1, out + err
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"error: {damaged.relative_to(tmp_path)}: damaged TFRecord file "
+        r"\(corrupted record at \d+\)",
+        last,
+    ), err
+    assert "Traceback" not in err and "[train]" not in out

@@ -24,6 +24,7 @@ and with Keras 2 (TensorFlow 2.13 to 2.15), which many site installations still 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -67,6 +68,11 @@ TINY = {
 }
 TINY_SOFT = {"log_every", "checkpoint_every"}  # kept when given explicitly
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".gif"}
+# TFRecord files: *.tfrecord, or named as TensorFlow's ImageNet converter names them
+# (train-00000-of-01024); index.json beside them holds their record counts and the class names.
+RECORD_NAME = re.compile(r"\.tfrecords?$|-\d+-of-\d+")
+RECORD_INDEX = "index.json"
+CONVERTER = "examples/data/make_tfrecords.py"
 
 
 def keras_models() -> list[str]:
@@ -78,7 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="Environment: TF_ENABLE_ONEDNN_OPTS=1 turns on oneDNN kernels on CPUs; it is the "
+        epilog="Data: --data-dir DIR reads DIR/train (and DIR/val for --eval-steps), either an "
+        "image folder (<class>/<image>) or TFRecord files with the index.json that "
+        f"{CONVERTER} writes. From TFRecords each worker reads its own files (every Nth of the "
+        "sorted list, N workers), ten at a time, in a new order every epoch drawn from --seed, "
+        "and shuffles the records in blocks of --shuffle-buffer. A run resumed from a "
+        "checkpoint trains on the same images in the same order as one that was not stopped, "
+        "given the same data, workers, --batch-size and --shuffle-buffer: which images a step "
+        "gets and how they are cropped depend only on the seed, the epoch and the step, and "
+        "from TFRecords the resumed run reads again, without decoding them, the records that "
+        "its epoch's earlier steps used. "
+        "Environment: TF_ENABLE_ONEDNN_OPTS=1 turns on oneDNN kernels on CPUs; it is the "
         "default on Intel CPUs and should be set on AMD CPUs (ARCHER2 reports a 12x speed-up). "
         "TF_CPP_MIN_LOG_LEVEL (default 1 here) hides TensorFlow's INFO lines.",
     )
@@ -93,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=Path,
         help="ImageNet-style folder with train/<class>/*.JPEG (and optionally val/<class>/), "
+        "or with TFRecord files train/*.tfrecord (or train-00000-of-01024, ...) and "
+        f"train/{RECORD_INDEX} ({CONVERTER} writes both; optionally val/*.tfrecord), "
         "read by tf.data: files decoded in parallel on the CPU (of a JPEG only the crop window), "
         "batches prefetched while the GPU trains; synthetic images if omitted. NVIDIA DALI's "
         "TensorFlow plugin is not offered: pip compiles it against the TensorFlow release at "
@@ -107,6 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="threads that read and decode --data-dir images (0: tf.data sizes its pool, one "
         "thread per core)",
+    )
+    p.add_argument(
+        "--shuffle-buffer",
+        type=int,
+        default=10000,
+        help="TFRecords each worker shuffles together: it reads its files in blocks of this "
+        "many records and shuffles each block (TensorFlow Models' ImageNet reader shuffles "
+        "through a buffer of 10,000); it holds two or three blocks at once, 1.1 GB each for "
+        "10,000 of ImageNet's JPEGs",
+    )
+    p.add_argument(
+        "--label-offset",
+        type=int,
+        help="subtracted from each TFRecord's image/class/label to give the class, counted from "
+        f"0; default: the first label in train/{RECORD_INDEX} (0 for {CONVERTER}, 1 for "
+        "TF-slim's build_imagenet_data.py, which keeps 0 for a background class: give 0 to "
+        "train its 1,001 outputs)",
     )
     p.add_argument("--num-classes", type=int, default=1000, help="classes of synthetic data")
     p.add_argument("--image-size", type=int, default=224)
@@ -233,25 +268,102 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.data_threads < 0:
         parser.error("--data-threads cannot be negative")
-    args.train_files = args.val_files = None
+    if args.shuffle_buffer < 1:
+        parser.error("--shuffle-buffer must be at least 1")
+    args.train_files = args.val_files = args.train_records = args.val_records = None
     if args.data_dir is not None:
-        train = args.data_dir / "train"
+        train, val = args.data_dir / "train", args.data_dir / "val"
         if not args.data_dir.is_dir():
             parser.error(f"--data-dir {args.data_dir}: no such directory")
+        if not train.is_dir() and record_files(args.data_dir):  # TF-slim's layout: one folder
+            parser.error(
+                f"--data-dir {args.data_dir}: TFRecord files but no train/ directory; link the "
+                "training files into NEW/train/, the held-out ones into NEW/val/, and give "
+                "--data-dir NEW"
+            )
         if not train.is_dir():
             parser.error(f"--data-dir {args.data_dir}: no train/ directory in it")
+        records = record_files(train)
+        if records:
+            try:
+                use_records(args, records, record_files(val) if val.is_dir() else [])
+            except ValueError as exc:
+                parser.error(str(exc))
+            return args
         files, labels, classes = list_images(train)
         if not files:
             suffixes = ", ".join(sorted(IMAGE_SUFFIXES))
             parser.error(
-                f"--data-dir {args.data_dir}: train/ holds no class directories with images "
-                f"({suffixes})"
+                f"--data-dir {args.data_dir}: train/ holds neither TFRecord files (*.tfrecord, "
+                f"*-NNNNN-of-NNNNN) nor class directories with images ({suffixes})"
             )
         args.train_files, args.num_classes = (files, labels), len(classes)
-        if (args.data_dir / "val").is_dir():
-            files, labels, _ = list_images(args.data_dir / "val")
+        if val.is_dir():
+            files, labels, _ = list_images(val)
             args.val_files = (files, labels) if files else None
+    if args.label_offset is not None:
+        parser.error("--label-offset applies to TFRecord files only (--data-dir with them)")
     return args
+
+
+def record_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and RECORD_NAME.search(p.name))
+
+
+def record_index(folder: Path, files: list[Path]) -> dict:
+    """The index.json beside the TFRecord files, checked against them (ValueError if stale)."""
+    path = folder / RECORD_INDEX
+    again = f"write it with: python {CONVERTER} --index {folder}"
+    if not path.is_file():
+        raise ValueError(f"{folder} holds TFRecord files but no {RECORD_INDEX}; {again}")
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+        listed = {name: (int(f["records"]), int(f["bytes"])) for name, f in index["files"].items()}
+        classes, first = [str(c) for c in index["classes"]], int(index["first_label"])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: not an index as {CONVERTER} writes it ({exc!r})") from None
+    for name in sorted({f.name for f in files} | listed.keys()):
+        if name not in listed:
+            raise ValueError(f"{folder / name}: not in {path}; {again}")
+        if not (folder / name).is_file():
+            raise ValueError(f"{path}: lists {name}, which is not in {folder}; {again}")
+        size = (folder / name).stat().st_size
+        if size != listed[name][1]:
+            raise ValueError(
+                f"{folder / name}: {size} bytes, but {path} says {listed[name][1]}; {again}"
+            )
+    counts = [listed[f.name][0] for f in files]
+    return {"files": [str(f) for f in files], "records": counts, "classes": classes, "first": first}
+
+
+def use_records(args, train: list[Path], val: list[Path]) -> None:
+    """TFRecords: this run's files, their record counts, classes and label offset."""
+    index = record_index(train[0].parent, train)
+    first, classes = index["first"], index["classes"]
+    if args.label_offset is None:
+        args.label_offset = first
+    elif args.label_offset > first:
+        raise ValueError(
+            f"--label-offset {args.label_offset}: the labels in {train[0].parent / RECORD_INDEX} "
+            f"start at {first}, which would become {first - args.label_offset}"
+        )
+    args.train_records, args.num_classes = index, first + len(classes) - args.label_offset
+    if val and (val[0].parent / RECORD_INDEX).is_file():
+        other = record_index(val[0].parent, val)
+        if (other["first"], other["classes"]) != (first, classes):
+            raise ValueError(
+                f"{val[0].parent / RECORD_INDEX}: its classes differ from those of "
+                f"{train[0].parent / RECORD_INDEX}"
+            )
+    args.val_records = [str(f) for f in val] or None
+    held_out = args.data_dir / "val"
+    if not val and held_out.is_dir() and any(p.is_dir() for p in held_out.iterdir()):
+        raise ValueError(
+            f"{held_out} holds class folders, {train[0].parent} TFRecord files: convert both "
+            f"({CONVERTER})"
+        )
 
 
 # --------------------------------------------------------------------------- versions, devices
@@ -458,10 +570,20 @@ def crop_window(shape, train: bool, key):
 
 
 def file_sample(args, train: bool):
-    size, seed = args.image_size, args.seed
+    decode = image_sample(args, train)
 
     def load(position, path, label):
-        data = tf.io.read_file(path)
+        return decode(position, tf.io.read_file(path), label)
+
+    return load
+
+
+def image_sample(args, train: bool):
+    """(position, encoded image, label) -> (image, label): the crop, scaling and flip of the
+    image folder and of TFRecords alike."""
+    size, seed = args.image_size, args.seed
+
+    def load(position, data, label):
         key = tf.stack([tf.constant(seed, tf.int64), position])
         box_key = key + tf.constant([2, 0], tf.int64)
 
@@ -482,11 +604,123 @@ def file_sample(args, train: bool):
     return load
 
 
+RECORD_FEATURES = {  # the features of TensorFlow's ImageNet TFRecords that training needs
+    "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+def record_sample(args, train: bool):
+    """(position, serialized tf.train.Example) -> (image, label), its label range checked."""
+    decode, offset, classes = image_sample(args, train), args.label_offset, args.num_classes
+
+    def load(position, record):
+        features = tf.io.parse_single_example(record, RECORD_FEATURES)
+        label = features["image/class/label"] - offset
+        in_range = tf.logical_and(label >= 0, label < classes)
+        message = f"image/class/label - {offset} (--label-offset) is outside 0..{classes - 1}:"
+        with tf.control_dependencies([tf.debugging.Assert(in_range, [message, label])]):
+            return decode(position, tf.identity(features["image/encoded"]), label)
+
+    return load
+
+
+def record_epoch(args, files: list[str], worker: int, workers: int, per_epoch: int):
+    """epoch -> this worker's serialized records for it: its files in an order drawn from
+    (--seed, epoch, worker), ten read at a time, the first per_epoch records shuffled in blocks
+    of --shuffle-buffer (shuffle_block).
+
+    Not tf.data's shuffle: its seed must be known before the epoch is (a seed computed from the
+    epoch fails when the global seed is 0), so it would draw the same every epoch."""
+    names = tf.constant(files)
+
+    def read(epoch):
+        key = tf.stack([tf.constant(args.seed, tf.int64), epoch * workers + worker])
+        order = tf.argsort(tf.random.stateless_uniform([len(files)], seed=key))
+        return (
+            tf.data.Dataset.from_tensor_slices(tf.gather(names, order))
+            .interleave(
+                tf.data.TFRecordDataset,
+                cycle_length=min(10, len(files)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True,  # the order of the records must not depend on timing
+            )
+            .take(per_epoch)  # the same number of steps on every worker
+            .batch(args.shuffle_buffer)
+            .enumerate()
+            .map(lambda i, block: shuffle_block(key, i, block))
+            .prefetch(1)  # the next block is read while this one is used
+            .unbatch()
+        )
+
+    return read
+
+
+def shuffle_block(key, i, block):
+    """The records of block i in an order that depends only on (key, i)."""
+    seed = tf.random.experimental.stateless_fold_in(key, i)
+    return tf.gather(block, tf.argsort(tf.random.stateless_uniform(tf.shape(block), seed=seed)))
+
+
+def record_steps(args, workers: int, per_worker: int) -> int:
+    """Steps in one epoch over TFRecords: each worker reads every workers-th file, and the
+    worker whose files hold the fewest records sets the length."""
+    files, counts = args.train_records["files"], args.train_records["records"]
+    if len(files) < workers:
+        raise SystemExit(
+            f"error: --data-dir {args.data_dir}: train/ holds {len(files)} TFRecord file(s), "
+            f"fewer than the {workers} workers that read them; convert with --shards {workers} "
+            "or more (a multiple of the workers shares them evenly)"
+        )
+    fewest = min(sum(counts[w::workers]) for w in range(workers))
+    if fewest < per_worker:
+        raise SystemExit(
+            f"error: a worker's TFRecord files hold {fewest} records, fewer than one batch "
+            f"per worker ({per_worker})"
+        )
+    return min(args.steps_per_epoch or fewest // per_worker, fewest // per_worker)
+
+
+def damaged_record(args, worker: int, workers: int, exc: Exception) -> str:
+    """The error line for data that do not read: the first of this worker's TFRecord files
+    that does not read to its end, found by reading them one by one."""
+    files = args.train_records["files"] if args.train_records else []
+    for path in files[worker::workers]:
+        try:
+            tf.data.TFRecordDataset(path).reduce(0, lambda n, _: n + 1)
+        except tf.errors.DataLossError as damage:
+            found = re.search(r"corrupted record at \d+", str(damage))
+            return f"error: {path}: damaged TFRecord file ({found[0] if found else 'unreadable'})"
+    return error_line(exc)
+
+
+def error_line(exc: BaseException) -> str:
+    """error: TYPE: the first line of the message, less the graph function that raised it."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"error: {type(exc).__name__}: {re.sub(r'^[{][{].*?[}][}] *', '', first)}"
+
+
 def input_options(args) -> tf.data.Options:
     options = tf.data.Options()
     if args.data_threads:  # else tf.data sizes its own pool
         options.threading.private_threadpool_size = args.data_threads
     return options
+
+
+def train_records(args, ctx, start: int, total: int, steps_per_epoch: int) -> tf.data.Dataset:
+    """This worker's serialized records for steps start..total-1. A resumed run reads the
+    records of its epoch's earlier steps again, and drops them undecoded."""
+    per_worker = args.batch_size * ctx.num_replicas_in_sync // ctx.num_input_pipelines
+    worker, workers = ctx.input_pipeline_id, ctx.num_input_pipelines
+    files = args.train_records["files"][worker::workers]
+    read = record_epoch(args, files, worker, workers, steps_per_epoch * per_worker)
+    first_epoch = start // steps_per_epoch
+    return (
+        tf.data.Dataset.range(first_epoch, math.ceil(total / steps_per_epoch))
+        .flat_map(read)
+        .skip((start - first_epoch * steps_per_epoch) * per_worker)
+        .take((total - start) * per_worker)
+    )
 
 
 def train_input(args, strategy, start: int, total: int, steps_per_epoch: int):
@@ -496,12 +730,17 @@ def train_input(args, strategy, start: int, total: int, steps_per_epoch: int):
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         per_worker = per_replica * ctx.num_replicas_in_sync // ctx.num_input_pipelines
         first = ctx.input_pipeline_id * per_worker  # offset of this worker within a step
-        if args.train_files is None:
-            positions = tf.data.Dataset.range(start, total).flat_map(
-                lambda s: tf.data.Dataset.range(
-                    s * global_batch + first, s * global_batch + first + per_worker
-                )
+        positions = tf.data.Dataset.range(start, total).flat_map(
+            lambda s: tf.data.Dataset.range(
+                s * global_batch + first, s * global_batch + first + per_worker
             )
+        )
+        if args.train_records is not None:
+            ds = tf.data.Dataset.zip(
+                (positions, train_records(args, ctx, start, total, steps_per_epoch))
+            )
+            ds = ds.map(record_sample(args, train=True), num_parallel_calls=tf.data.AUTOTUNE)
+        elif args.train_files is None:
             ds = positions.map(synthetic_sample(args), num_parallel_calls=tf.data.AUTOTUNE)
         else:
             files, labels = (tf.constant(x) for x in args.train_files)
@@ -541,7 +780,17 @@ def eval_input(args, strategy):
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         n = args.eval_steps * per_replica * ctx.num_replicas_in_sync // ctx.num_input_pipelines
-        if args.val_files is None:
+        if args.val_records is not None:
+            ds = tf.data.Dataset.from_tensor_slices(args.val_records).interleave(
+                tf.data.TFRecordDataset,
+                cycle_length=min(10, len(args.val_records)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True,
+            )
+            ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).repeat().take(n)
+            ds = tf.data.Dataset.zip((tf.data.Dataset.range(n), ds))
+            ds = ds.map(record_sample(args, train=False), num_parallel_calls=tf.data.AUTOTUNE)
+        elif args.val_files is None:
             held_out = argparse.Namespace(**{**vars(args), "seed": args.seed + 1_000_003})
             first = ctx.input_pipeline_id * n
             ds = tf.data.Dataset.range(first, first + n).map(synthetic_sample(held_out))
@@ -698,7 +947,9 @@ def main(argv=None) -> int:
     global_batch = args.batch_size * replicas
     per_worker = global_batch // workers
     steps_per_epoch = args.steps_per_epoch or 500
-    if args.train_files is not None:
+    if args.train_records is not None:
+        steps_per_epoch = record_steps(args, workers, per_worker)
+    elif args.train_files is not None:
         available = len(args.train_files[0]) // global_batch
         if available == 0:
             raise SystemExit(
@@ -833,7 +1084,10 @@ def main(argv=None) -> int:
                 print(f"[preempted] step={step}", flush=True)
             return 0
         epoch = step // steps_per_epoch
-        images, labels = next(iterator)
+        try:
+            images, labels = next(iterator)
+        except tf.errors.DataLossError as exc:  # a damaged TFRecord file: name it
+            raise SystemExit(damaged_record(args, rank, workers, exc)) from None
         lr = lr_at(step, args, steps_per_epoch, total, global_batch)
         loss = train_step(images, labels, tf.constant(lr, tf.float32))
         step += 1
@@ -884,5 +1138,4 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         sys.exit(130)
     except (tf.errors.OpError, OSError, RuntimeError, ValueError) as exc:
-        lines = str(exc).strip().splitlines() or [""]
-        sys.exit(f"error: {type(exc).__name__}: {lines[0]}")
+        sys.exit(error_line(exc))
