@@ -479,3 +479,124 @@ def test_the_gpu_decoder_resizes_huge_crops_in_several_groups(trainer):
     flat = torch.full((3, 30, 40), 200, dtype=torch.uint8)
     out = decoder.resize([flat, flat[:, :10, :7]])
     assert out.shape == (2, 3, 8, 8) and torch.allclose(out, torch.full_like(out, 200.0))
+
+
+def test_a_fork_server_that_fails_in_any_way_gives_way_to_fork(trainer, monkeypatch, capsys):
+    import multiprocessing
+
+    class Server:
+        """A fork-server context whose test process fails as ``how`` says."""
+
+        def __init__(self, exitcode=0, error=None):
+            self.exitcode, self.error, self.killed = exitcode, error, False
+
+        def set_forkserver_preload(self, names):
+            assert "torch" in names
+
+        def Process(self, **kwargs):
+            return self
+
+        def start(self):
+            if self.error:
+                raise self.error
+
+        def join(self, timeout):
+            assert timeout == trainer.FORKSERVER_PROBE_S
+
+        def kill(self):
+            self.killed = True
+
+    cases = [
+        (
+            Server(error=BrokenPipeError(32, "Broken pipe")),
+            "(BrokenPipeError: [Errno 32] Broken pipe)",
+        ),
+        (Server(exitcode=1), "(a test process failed (exit code 1))"),
+        (Server(exitcode=None), "(a test process did not end (exit code None))"),
+    ]
+    for server, says in cases:
+        monkeypatch.setattr(multiprocessing, "get_context", lambda method, s=server: s)
+        assert trainer.working_context("forkserver", 0) == "fork"
+        err = capsys.readouterr().err
+        assert f"warning: the fork server cannot start loader processes here {says}" in err
+    assert cases[2][0].killed and not cases[0][0].killed
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Server())
+    assert trainer.working_context("forkserver", 1) == "forkserver"
+    assert trainer.working_context("spawn", 0) == "spawn"
+    assert capsys.readouterr().err == ""
+
+
+def test_how_a_loader_process_ended_is_said_in_words(trainer):
+    assert trainer.exit_status(-9) == "killed by signal SIGKILL"
+    assert trainer.exit_status(255) == "exited with status 255"
+
+
+def test_errors_of_the_loader_other_than_a_death_pass_through(trainer, monkeypatch):
+    def failing(message):
+        raise RuntimeError(message)
+        yield  # a generator, as a DataLoader's iterator is
+
+    other = trainer.LoaderBatches(failing("CUDA error: an illegal memory access"), None, 2, 0)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        list(other)
+    death = failing("DataLoader worker (pid 7) is killed by signal: Killed. ")
+    died = trainer.LoaderBatches(death, None, 2, 0)
+    with pytest.raises(
+        trainer.Abort, match=r"a data loader process died \(DataLoader worker \(pid 7"
+    ):
+        list(died)
+
+    def main(argv):
+        raise RuntimeError("other")
+
+    monkeypatch.setattr(trainer, "main", main)
+    with pytest.raises(RuntimeError, match="other"):
+        trainer.run([])
+
+
+def test_shards_need_webdataset(trainer, monkeypatch):
+    monkeypatch.setitem(sys.modules, "webdataset", None)  # as if not installed
+    with pytest.raises(trainer.Abort, match="pip install webdataset"):
+        trainer.import_webdataset()
+
+
+def test_shards_more_loaders_than_shards_and_uneven_readers_warn(trainer, bare_env, shards, capsys):
+    import torch
+
+    cpu = torch.device("cpu")
+    argv = ["--data-dir", str(shards), "--image-size", "16", "--batch-size", "4"]
+    args = trainer.parse_args([*argv, "--workers", "5", "--batch-size", "2"])
+    batches = trainer.make_batches(args, "train", 0, 2, cpu, 2)
+    assert args.workers == 4  # 8 shards for 2 ranks
+    assert "8 shard(s) for 2 rank(s): 4 loader process(es) each" in capsys.readouterr().err
+    assert len(batches) == 4  # 4 readers of one shard of 2 images each
+    args = trainer.parse_args([*argv, "--workers", "3", "--mp-start-method", "fork"])
+    batches = trainer.make_batches(args, "train", 0, 1, cpu, 2)
+    assert len(batches) == 3  # readers of 6, 6 and 4 images: one batch each
+    assert "4 of 16 training images go unread each epoch" in capsys.readouterr().err
+
+
+def test_shards_for_evaluation_and_for_the_gpu_decoder(trainer, bare_env, shards, tmp_path):
+    import torch
+
+    cpu = torch.device("cpu")
+    argv = ["--data-dir", str(shards), "--image-size", "16", "--batch-size", "3", "--workers", "0"]
+    args = trainer.parse_args(argv)
+    val = trainer.make_batches(args, "val", 0, 1, cpu, 2)
+    val.start(0, 0)
+    sizes = [len(labels) for _, labels in val]
+    assert len(val) == 2 and sizes == [3, 1]  # every image once, the last batch short
+    args.loader = "gpu-decode"  # its steps, on the CPU
+    train = trainer.make_batches(args, "train", 0, 1, cpu, 2)
+    train.start(0, 0)
+    images, _ = next(iter(train))
+    assert images.shape == (3, 3, 16, 16) and images.dtype == torch.float32
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "fake.tar").write_bytes(b"not a tar file at all" * 50)
+    index = {"classes": ["a"], "shards": [{"file": "fake.tar", "samples": 4}]}
+    (tmp_path / "train" / "shards.json").write_text(json.dumps(index))
+    bad = trainer.parse_args(["--data-dir", str(tmp_path), "--workers", "0", "--batch-size", "2"])
+    broken = trainer.make_batches(bad, "train", 0, 1, cpu, 1)
+    broken.start(0, 0)
+    with pytest.raises(trainer.Abort, match=r"fake.tar: not a readable WebDataset shard"):
+        list(broken)
