@@ -6,13 +6,22 @@ scratch job directory holding the script and the trainer it starts; the tests se
 and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU. The launchers' emulators say
 how many ranks they started (``... K started here``): the trainer must have formed one world of
 exactly those ranks, and a script that asks for several ranks must have run at least two.
+
+A script that trains on real data (``--data-dir``) takes the data set's place from ``DATA``,
+which the tests point at a tiny WebDataset shard set made once per session from the
+``jpeg_folder`` fixture with examples/data/make_shards.py. The trainer's ``data:`` line then names
+what it read: the shard set itself where the script reads it in place, or the copy in the job's
+node-local storage where the script stages it (the emulator says where that storage is).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,6 +61,13 @@ NOT_RUN = {
 TINY_ARCH = {"train_resnet.py": "resnet18", "train_resnet_keras.py": "MobileNet"}
 DEFAULT_MODEL = {"bede/first-job.sbatch", "bede/tensorflow-1node.sbatch"}
 
+# Real-data scripts (``--data-dir``): those that copy the shard set to node-local storage first
+# and train from the copy; every other one reads the shard set where DATA points.
+STAGES = {"frontier/pytorch-data-nvme.sbatch", "isambard-ai/pytorch-data-localdir.sbatch"}
+MAKE_SHARDS = EX / "data" / "make_shards.py"
+_DATA_LINE = re.compile(r"^data: (.+?), loader ", re.M)
+_NODE_LOCAL = re.compile(r"node-local storage: .* is (/\S+?)(?::| once|$)", re.M)
+
 _SRUN = re.compile(
     r"\[srun emulator\] step \d+: (\d+) task\(s\) on \d+ node\(s\) requested, "
     r"(\d+) started here: (.*)"
@@ -89,6 +105,38 @@ CASES = [
 ]
 
 
+def trains_on_data(script: str) -> bool:
+    return "--data-dir" in (EX / script).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def tiny_shards(jpeg_folder, tmp_path_factory) -> Path:
+    """The jpeg_folder fixture as WebDataset shards: train/ in 4 shards of 4 images (enough for
+    two ranks) with its shards.json, and val/."""
+    out = tmp_path_factory.mktemp("shards") / "imagenet-shards"
+    subprocess.run(
+        [sys.executable, str(MAKE_SHARDS), str(jpeg_folder), str(out), "--per-shard", "4"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return out
+
+
+def run_job(env: dict, cwd: Path, script: str) -> tuple[subprocess.CompletedProcess, str]:
+    """Submit ``script`` (copied into ``cwd``) to the emulated sbatch; (result, job output)."""
+    r = subprocess.run(
+        ["sbatch", Path(script).name],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    outs = sorted(cwd.glob("*.out"))
+    return r, outs[-1].read_text() if outs else ""
+
+
 def started_ranks(out: str) -> tuple[int, int]:
     """(ranks the emulated launchers started, ranks the script asked for) from their notes."""
     torchrun = _TORCHRUN.findall(out)
@@ -116,8 +164,20 @@ def test_each_trainer_runs_its_default_model_in_some_script():
     assert DEFAULT_MODEL.isdisjoint(NOT_RUN)
 
 
+def test_every_site_in_service_has_a_real_data_recipe():
+    """Each Slurm site in service has a script that trains on a data set (--data-dir), and the
+    list of those that stage it names scripts that do."""
+    current = {p.stem for p in profile_paths() if load_site(p.stem).is_current}
+    with_data = {site for site, rel, _ in runnable_scripts() if trains_on_data(rel)}
+    slurm_current = {s for s in current if load_site(s).scheduler == "slurm"}
+    assert slurm_current <= with_data, (
+        f"no real-data recipe for {sorted(slurm_current - with_data)}"
+    )
+    assert all(trains_on_data(rel) for rel in STAGES)
+
+
 @pytest.mark.parametrize(("site", "script", "trainer"), CASES)
-def test_job_script_runs(emulated_env, tmp_path, site, script, trainer):
+def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request):
     shutil.copy(EX / script, tmp_path)
     shutil.copy(trainer, tmp_path)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
@@ -125,17 +185,13 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer):
     env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2")
     if script not in DEFAULT_MODEL:
         env["TRAIN_TINY_ARCH"] = TINY_ARCH[trainer.name]
-    r = subprocess.run(
-        ["sbatch", Path(script).name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    outs = sorted(tmp_path.glob("*.out"))
-    out = outs[-1].read_text() if outs else ""
+    data = request.getfixturevalue("tiny_shards") if trains_on_data(script) else None
+    if data is not None:
+        env["DATA"] = str(data)
+    r, out = run_job(env, tmp_path, script)
     assert r.returncode == 0, f"{r.stderr}\n{out}"
+    if data is not None:
+        check_data_read(script, data, r.stderr, out)
     ranks, asked = started_ranks(out)
     if asked > 1:
         assert ranks >= 2, f"{script} asks for {asked} ranks but ran {ranks}:\n{out}"
@@ -146,3 +202,43 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer):
     assert summary and summary[-1].fields["ranks"] == ranks, out
     assert "Traceback" not in out
     shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)  # ResNet-50's are 200 MB each
+
+
+def check_data_read(script: str, data: Path, notes: str, out: str) -> None:
+    """The trainer read the shard set where the script says: in place, or staged to the
+    job's node-local storage (a complete copy of train/)."""
+    read = _DATA_LINE.findall(out)
+    assert read, f"{script}: the trainer names no data set:\n{out}"
+    if script not in STAGES:
+        assert set(read) == {str(data)}, out
+        return
+    stand_ins = _NODE_LOCAL.findall(notes)
+    assert stand_ins, f"{script}: the emulated job had no node-local storage:\n{notes}"
+    staged = Path(read[0])
+    assert staged != data and any(staged.is_relative_to(d) for d in stand_ins), (read, stand_ins)
+    # the job's node-local storage goes when the job ends, as on the site
+    assert not any(Path(d).exists() for d in stand_ins)
+
+
+def test_a_failed_sbcast_stops_the_frontier_job(emulated_env, tmp_path, tiny_shards):
+    """A shard sbcast cannot read (a link to nothing): the job stops at that copy, with sbcast's
+    message and the script's own, and trains on nothing."""
+    script = "frontier/pytorch-data-nvme.sbatch"
+    broken = tmp_path / "shards"
+    shutil.copytree(tiny_shards, broken)
+    index = json.loads((broken / "train" / "shards.json").read_text())
+    victim = broken / "train" / index["shards"][1]["file"]
+    victim.unlink()
+    os.symlink(tmp_path / "nowhere.tar", victim)
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(EX / script, job)
+    shutil.copy(TRAINERS["train_resnet.py"], job)
+    env = dict(emulated_env, CLUSTERKIT_SITE="frontier", TRAIN_TINY_STEPS="2", DATA=str(broken))
+    r, out = run_job(env, job, script)
+    assert r.returncode == 1, f"{r.stderr}\n{out}"
+    assert f"sbcast: error: Can't open `{victim}`: No such file or directory" in out
+    assert f"sbcast of {victim} to " in out and "failed: stopping before training" in out
+    assert "[train]" not in out and "data:" not in out
+    # the shards before the broken one were copied, and sbcast stopped at it
+    assert out.count("[sbcast emulator]") == 1, out

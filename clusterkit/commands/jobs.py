@@ -10,6 +10,7 @@ emulation (:mod:`clusterkit.emulate`) and registered under its name:
 * a site's wrappers of a Slurm client (Bede's ``ghbatch``): the client's options, a new
   allocation on the partitions the wrapper serves;
 * ``module`` / ``ml``: the site's module inventory;
+* ``sbcast``: its options, as the real sbcast reads them;
 * ``squeue``, ``sacct``, ``scontrol``, ``seff``: Slurm's query grammar.
 
 The inline checks hand the options a sentence gives these tools to the same functions.
@@ -188,6 +189,13 @@ def module_command(
     """``module load ...`` / ``ml ...`` against the site's module inventory."""
     tool = Path(words[0]).name
     return _modules.check_module_command(path, line, tool, list(words[1:]), site)
+
+
+@register("sbcast")
+def sbcast_line(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    """``sbcast SOURCE DEST``: its options as the real sbcast reads them, in the job the page
+    means (a job not shown: the paths it names are not held to a request)."""
+    return launch_line(page, line, words, site).findings
 
 
 @register("squeue", "sacct", "scontrol", "seff")

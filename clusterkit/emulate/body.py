@@ -1,7 +1,8 @@
 """Read the body of a job script as its shell would run it, and judge each command.
 
 The body is read, not run: variables it sets are followed (``export``, ``X=...``), and each
-command goes to the judge registered for its name (:mod:`clusterkit.emulate.registry`):
+command goes to the judge registered for its name (:mod:`clusterkit.emulate.registry`), after
+the paths it names are held to the job's request (:mod:`clusterkit.emulate.storage`):
 ``srun``/``jsrun`` judge a step against the allocation and hand the program they start back
 here, with where it runs (:class:`Placement`); wrappers (``singularity exec``, ``ddlrun``) do
 the same; ``module`` is judged against the inventory; Python programs against their own
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterkit.emulate import registry
+from clusterkit.emulate import registry, storage
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.report import Report
 from clusterkit.emulate.script import JobScript, expand
@@ -51,6 +52,9 @@ class Context:
     env: dict[str, str] = field(default_factory=dict)
     launch_node: str | None = None  # where the batch script runs when it is no compute node
     step_id: int = 0  # of the next step
+    # node features the job asked for (-C/--constraint); None: not known (a command on its own)
+    features: frozenset[str] | None = None
+    told: set[str] = field(default_factory=set)  # once-per-script findings already given
 
     @property
     def path(self) -> Path:
@@ -99,6 +103,7 @@ def check_command_line(path: Path | str, line: int, words: list[str], site: Site
 def judge_command(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
     if not words:
         return
+    storage.check_places(ctx, line, words)
     name, site = Path(words[0]).name, ctx.site
     launcher = site.launcher(name)
     if launcher and launcher["status"] != "current":

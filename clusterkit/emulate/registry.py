@@ -25,6 +25,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
     "clusterkit.emulate.wrappers",
+    "clusterkit.emulate.sbcast",
 )
 
 

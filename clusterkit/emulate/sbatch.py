@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterkit.emulate import launch_env, slurm
+from clusterkit.emulate import launch_env, slurm, storage
 from clusterkit.emulate.body import Context, walk
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_scheduler, register_snippet_job
@@ -46,7 +46,9 @@ def check_slurm_script(
         env = job_env(site, path, reqs, shapes, nodesets)
         report.plan = job_plan(site, path, reqs, shapes, nodesets, env)
         report.findings += script.parse_findings()
-        walk(script, _context(site, report, shapes, nodesets, env))
+        ctx = _context(site, report, shapes, nodesets, env)
+        ctx.features = storage.features(reqs[0].get("constraint"))
+        walk(script, ctx)
     return shift_lines(report, first_line)
 
 

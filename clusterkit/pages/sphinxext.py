@@ -1,7 +1,8 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
 ``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
-paths, account, stacks, sources) renders one table; ``{site-status} summit`` renders the
+paths, account, stacks, sources) renders one table (``:kinds: node-local memory-backed`` keeps
+the paths of those kinds); ``{site-status} summit`` renders the
 lifecycle banner (current / end of service / retired, with dates and successor);
 ``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
 and what they hold.
@@ -27,7 +28,7 @@ from clusterkit.runs import stack_pages
 from clusterkit.sites import stacks as S
 from clusterkit.sites import substitutions
 from clusterkit.sites.errors import CheckError
-from clusterkit.sites.profiles import Site, Stack, load_site
+from clusterkit.sites.profiles import Place, Site, Stack, load_site
 
 logger = logging.getLogger(__name__)
 SHOWS = (
@@ -42,6 +43,7 @@ SHOWS = (
     "account",
     "stacks",
 )
+KINDS = {"parallel", "network", "node-local", "memory-backed"}  # sites/schema.yaml, paths
 STACK_HEADERS = [
     "Stack",
     "How it is made",
@@ -123,6 +125,16 @@ def _source_links(sources: list[dict]) -> nodes.paragraph:
             para += nodes.Text("; ")
         para += nodes.reference("", src["title"], refuri=src["url"])
     return para
+
+
+def _in_a_job(place: Place) -> str:
+    """How a job reaches a path: the variable that holds it, the feature to ask for."""
+    how = []
+    if place.variable:
+        how.append(f"${place.variable}")
+    if place.constraint:
+        how.append(f"only with sbatch -C {place.constraint}")
+    return "; ".join(how)
 
 
 def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
@@ -225,8 +237,19 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
         ]
         return headers, rows
     if show == "paths":
-        headers = ["Name", "Path", "What it is for"]
-        rows = [[k, v["path"], v["description"]] for k, v in site.data["paths"].items()]
+        headers = ["Name", "Path", "Kind", "In a job", "Size", "What it is for", "Sources"]
+        rows = [
+            [
+                p.name,
+                p.path,
+                p.kind,
+                _in_a_job(p),
+                p.raw.get("size", ""),
+                p.raw["description"],
+                "; ".join(src["title"] for src in p.raw.get("sources", ())),
+            ]
+            for p in site.places.values()
+        ]
         return headers, rows
     if show == "account":
         a = site.account
@@ -245,6 +268,8 @@ class SiteFacts(SphinxDirective):
     option_spec: ClassVar[dict] = {
         "show": lambda arg: directives.choice(arg, SHOWS),
         "caption": directives.unchanged,
+        # with :show: paths, only the paths of these kinds (node-local memory-backed, ...)
+        "kinds": lambda arg: [k for k in arg.replace(",", " ").split() if k],
     }
 
     def run(self) -> list[nodes.Node]:
@@ -261,6 +286,19 @@ class SiteFacts(SphinxDirective):
         if show == "stacks":  # the last column links each source
             for row, stack in zip(rows, site.stacks.values(), strict=True):
                 row[-1] = _source_links(stack.raw["sources"])
+        if show == "paths":
+            places = list(site.places.values())
+            for row, place in zip(rows, places, strict=True):
+                row[-1] = _source_links(place.raw.get("sources", ()))
+            kinds = self.options.get("kinds")
+            if kinds:
+                unknown = sorted(set(kinds) - KINDS)
+                if unknown:
+                    raise self.error(f":kinds: {', '.join(unknown)} is no kind of path")
+                rows = [r for r, p in zip(rows, places, strict=True) if p.kind in kinds]
+                if not rows:
+                    kinds_text = " or ".join(kinds)
+                    return [nodes.paragraph(text=f"{site.title}: no {kinds_text} storage listed.")]
         return [_table(headers, rows, self.options.get("caption"))]
 
 

@@ -1,4 +1,5 @@
-"""Entry point of the shims: ``sbatch``, ``srun``, ``bsub``, ``jsrun``, ``torchrun``, ``conda``, ...
+"""Entry point of the shims: ``sbatch``, ``srun``, ``sbcast``, ``bsub``, ``jsrun``, ``torchrun``,
+``conda``, ...
 
 Each shim stands in for a tool that cannot run on a machine without the cluster: it parses its
 arguments as the real tool does, judges them against the site profile named by
@@ -13,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from clusterkit.runs import run_launchers, run_lsf, run_slurm, run_tools
+from clusterkit.runs import run_launchers, run_lsf, run_slurm, run_storage, run_tools
 from clusterkit.sites.errors import CheckError
 
 HANDLERS = {
@@ -21,6 +22,7 @@ HANDLERS = {
     **run_lsf.HANDLERS,
     **run_launchers.HANDLERS,
     **run_tools.HANDLERS,
+    **run_storage.HANDLERS,
 }
 
 

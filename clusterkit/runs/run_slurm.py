@@ -28,6 +28,7 @@ from clusterkit.emulate.report import with_ranks
 from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import read_script
 from clusterkit.emulate.slurm_request import job_request
+from clusterkit.runs import run_storage
 from clusterkit.runs.runtime import (
     ALLOC_VAR,
     cores_here,
@@ -139,18 +140,25 @@ def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
         f"{plan['nodes']} node(s) x {plan['tasks_per_node']} task(s) to {run_nodes} x "
         f"{run_tpn}{threads}; output in {out_name}",
     )
+    scratch, mapping, stand_ins = run_storage.prepare(site, env, plan.get("account"), job_id)
+    for line in stand_ins:
+        note("sbatch", f"node-local storage: {line}")
     print(f"Submitted batch job {job_id}", flush=True)
     open(out_name, "w").close()
-    # append mode: lines that ranks write at the same time do not overwrite each other
-    with open(out_name, "a", encoding="utf-8") as out:
-        proc = subprocess.Popen(
-            ["bash", str(path), *script_args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        code = wait_forwarding(proc)
+    try:
+        script = run_storage.mapped_script(path, mapping, scratch)
+        # append mode: lines that ranks write at the same time do not overwrite each other
+        with open(out_name, "a", encoding="utf-8") as out:
+            proc = subprocess.Popen(
+                ["bash", str(script), *script_args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            code = wait_forwarding(proc)
+    finally:
+        run_storage.cleanup(scratch)  # the site empties node-local storage after a job
     if code:
         note("sbatch", f"job {job_id} exited with status {code}; see {out_name}")
     return code
@@ -190,7 +198,12 @@ def salloc(argv: list[str]) -> int:
     env, run_nodes, run_tpn = allocation_env(site, report.plan, job_id)
     print(f"salloc: Granted job allocation {job_id}", file=sys.stderr, flush=True)
     note("salloc", f"site {site.name}: {run_nodes} local node(s) x {run_tpn} task(s)")
-    code = subprocess.call(command, env=env)
+    # the variables of node-local storage; a fixed path (/mnt/bb/...) is mapped in batch jobs only
+    scratch, _mapping, _notes = run_storage.prepare(site, env, report.plan.get("account"), job_id)
+    try:
+        code = subprocess.call(command, env=env)
+    finally:
+        run_storage.cleanup(scratch)
     print(f"salloc: Relinquishing job allocation {job_id}", file=sys.stderr)
     return code
 

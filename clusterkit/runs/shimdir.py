@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 SHIMS = (
     "sbatch",
     "srun",
+    "sbcast",
     "scontrol",
     "torchrun",
     "conda",

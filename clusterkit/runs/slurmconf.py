@@ -271,6 +271,7 @@ def generate(
     if site.scheduler != "slurm":
         raise ValueError(f"{site.title} is scheduled by {site.scheduler}, not Slurm")
     nodes = logical_nodes(site, phantoms)
+    features = sorted({p.constraint for p in site.places.values() if p.constraint})
     node_lines, gres_lines, nodes_file = [], [], []
     port = port_base + 1
     for ln in nodes.values():
@@ -289,6 +290,8 @@ def generate(
         )
         if nt.gpus:
             shape += f" Gres=gpu:{nt.gpus}"
+        if features:  # what jobs ask for with -C to have node-local storage (Frontier's nvme)
+            shape += f" Features={','.join(features)}"
         node_lines.append(f"# node type {nt.name}: {ln.real} with a slurmd, {ln.total} in all")
         for name in ln.real_names:
             node_lines.append(

@@ -1,7 +1,9 @@
 """Lmod modulefiles generated from a site profile, so that the real Lmod judges ``module load``.
 
 Each module of the inventory becomes ``<root>/<site>/<name>/<version>.lua``. A current module
-only records that it was loaded (the software itself is not here); a historical one loads with a
+only records that it was loaded (the software itself is not here) and sets the variables its
+``sets`` names (one that holds a node-local path, such as ``$LOCALDIR``, names the directory a job
+run here has for that path); a historical one loads with a
 notice naming its replacement; a removed one fails with ``LmodError`` naming the replacement, the
 way sites retire software. A bare name resolves to the version marked default, as on the site.
 """
@@ -28,8 +30,19 @@ def modulefile(site: Site, mod) -> str:
         f'whatis("{_lua(provides or mod.full_name)}")',
         f'setenv("{var}", "{_lua(mod.version or "")}")',
     ]
+    staged = {p.variable: p for p in site.places.values() if p.variable and p.staging}
     for item in mod.raw.get("sets", ()):
         name, eq, value = item.partition("=")
+        if not eq and name in staged:
+            # node-local storage: in a job run here, the job's own directory for that path
+            # (clusterkit.runs.run_storage makes it); elsewhere a name that is no directory
+            stand_in = f"/clusterkit-stand-in/{mod.full_name}"
+            lines.append(
+                f'local job = os.getenv("CLUSTERKIT_JOB_SCRATCH")\n'
+                f'setenv("{_lua(name)}", job and pathJoin(job, "{_lua(staged[name].name)}") '
+                f'or "{_lua(stand_in)}")'
+            )
+            continue
         value = value if eq else f"/clusterkit-stand-in/{mod.full_name}"
         lines.append(f'setenv("{_lua(name)}", "{_lua(value)}")')
     if mod.status == "historical":
@@ -46,7 +59,11 @@ def write_modulefiles(site: Site, root: Path) -> Path:
     top = root / site.name
     top.mkdir(parents=True, exist_ok=True)
     for mod in site.modules:
-        if mod.version:
+        if mod.version and mod.raw.get("separate"):
+            # a module of its own (brics/userenv beside brics/nccl): Lmod takes the directories
+            # above the file for the name, so the two load side by side
+            target = top / mod.name / mod.version / "stand-in.lua"
+        elif mod.version:
             target = top / mod.name / f"{mod.version}.lua"
         else:
             target = top / f"{mod.name}.lua"
@@ -67,7 +84,8 @@ def ensure_modulefiles(site: Site, root: Path | None = None) -> Path:
         or Path(tempfile.gettempdir()) / f"clusterkit-modules-{os.getuid()}"
     )
     stamp = root / f".{site.name}.stamp"
-    key = str(site.path.stat().st_mtime_ns)
+    # the profile's and this generator's versions: a change to either writes the files again
+    key = f"{site.path.stat().st_mtime_ns}:{Path(__file__).stat().st_mtime_ns}"
     if not stamp.is_file() or stamp.read_text() != key:
         write_modulefiles(site, root)
         stamp.write_text(key)

@@ -220,6 +220,45 @@ class Module:
         return f"{self.name}/{self.version}" if self.version else self.name
 
 
+# kinds of path that hold a copy staged for one job: each node sees only its own
+STAGING_KINDS = ("node-local", "memory-backed")
+
+
+@dataclass(frozen=True)
+class Place:
+    """A file system or directory of the site (``paths:`` in the profile)."""
+
+    name: str
+    path: str  # with <user>, <project>, ... where a value of the user's goes
+    kind: str  # parallel, network, node-local, memory-backed
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def variable(self) -> str | None:
+        """The environment variable that holds the path in a job, if one does."""
+        return self.raw.get("variable")
+
+    @property
+    def constraint(self) -> str | None:
+        """The node feature a job must ask for (``-C``) before the path exists, if any."""
+        return self.raw.get("constraint")
+
+    @property
+    def staging(self) -> bool:
+        """Whether it holds one node's copy for one job (node-local or memory-backed)."""
+        return self.kind in STAGING_KINDS
+
+    @property
+    def fixed_prefix(self) -> str:
+        """The path up to its first placeholder: ``/mnt/bb`` of ``/mnt/bb/<user>``."""
+        parts = []
+        for part in self.path.split("/")[1:]:
+            if "<" in part:
+                break
+            parts.append(part)
+        return "/" + "/".join(parts)
+
+
 @dataclass(frozen=True)
 class Stack:
     """A framework environment the site gives its users (``stacks:`` in the profile)."""
@@ -387,6 +426,14 @@ class Site:
     @property
     def stacks(self) -> dict[str, Stack]:
         return {n: Stack(self.name, n, raw) for n, raw in self.data.get("stacks", {}).items()}
+
+    @property
+    def places(self) -> dict[str, Place]:
+        """The file systems and directories of ``paths:``, by name."""
+        return {
+            n: Place(n, raw["path"], raw["kind"], raw)
+            for n, raw in self.data.get("paths", {}).items()
+        }
 
     @property
     def placeholders(self) -> tuple[str, ...]:
@@ -651,6 +698,22 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 "stack-accelerator",
                 f"stack {name}: a {acc['kind']} build must give either its version or, "
                 "under unknown, why the sources leave it open",
+            )
+    current = data.get("lifecycle", {}).get("status") == "current"
+    for name, place in data.get("paths", {}).items():
+        if place.get("constraint") and place.get("kind") != "node-local":
+            bad(
+                ("paths", name, "constraint"),
+                "path-constraint",
+                f"path {name}: only a node-local path is mounted on request (it is "
+                f"{place.get('kind')})",
+            )
+        if current and place.get("kind") in STAGING_KINDS and not place.get("sources"):
+            bad(
+                ("paths", name),
+                "path-sources",
+                f"path {name}: a {place['kind']} path of a site in service gives its sources "
+                "(jobs stage data there on the strength of them)",
             )
     life = data.get("lifecycle", {})
     if life.get("status") == "retired" and not life.get("retired"):
