@@ -106,6 +106,8 @@ def slurm_case(
         f"#SBATCH --cpus-per-task={cpus // ranks_per_node}",
         f"#SBATCH --time={min(limit, 3600) // 60}",
     ]
+    if not part.exclusive:  # the case is a whole-node job; shared partitions must be told so
+        lines.append("#SBATCH --exclusive")
     if gpus:
         lines.append(f"#SBATCH --gres=gpu:{gpus}")
     lines += [

@@ -213,3 +213,70 @@ class ResNet50TensorFlow(ResNet50Base):
     trainer = "train_resnet_keras.py"
     framework_modules = ("tensorflow",)
     ranks_per_gpu = False
+
+
+@rfm.simple_test
+class ResNet50PyTorchCPU(ResNet50Base):
+    """The PyTorch trainer on a partition without GPUs (Cirrus, ARCHER2's standard nodes), in
+    the shape of the site's example job script for that partition: its nodes, ranks per node,
+    CPUs per rank, ``srun`` options and ``export`` lines. Skipped where no example runs the
+    trainer on the partition. Where the site's framework module is not the environment the
+    example uses (Cirrus's examples activate a venv), give the interpreter with
+    ``-S python=/path/to/venv/bin/python``."""
+
+    scale = parameter(["example"])
+    valid_systems = ["+cpu"]  # noqa: RUF012 (ReFrame test variables, set per class)
+    valid_prog_environs = ["+pytorch"]  # noqa: RUF012 (ReFrame test variables, set per class)
+    benchmark = "resnet50-pytorch"
+    reference_benchmarks = ("resnet50-pytorch",)
+    trainer_dir = "pytorch"
+    trainer = "train_resnet.py"
+    framework_modules = ("torch", "torchvision")
+    ranks_per_gpu = True
+
+    @run_after("setup")
+    def set_shape(self):
+        part = self.current_partition
+        ex = part.extras
+        run = cpu_example(ex["site"], ex["partition"], self.trainer)
+        self.skip_if(
+            run is None,
+            f"no example job script in examples/{ex['site']}/ runs {self.trainer} on "
+            f"{part.fullname}",
+        )
+        self.example = os.path.relpath(run.path, common.ROOT)
+        self.nodes_used, self.gpus_used = run.nodes, 0
+        self.num_tasks, self.num_tasks_per_node = run.ntasks, run.tasks_per_node
+        if run.cpus_per_task:
+            self.num_cpus_per_task = run.cpus_per_task
+        self.exclusive_access = run.exclusive
+        self.job.launcher.options = [
+            w for w in run.launcher_args if not w.startswith(("--ntasks", "--cpus-per-task"))
+        ]
+        exports = [line for line in run.setup if line.startswith("export ")]
+        self.env_vars = {}
+        if not any(line.startswith("export MASTER_PORT=") for line in exports):
+            self.env_vars["MASTER_PORT"] = "29500"
+        if self.tiny:
+            self.env_vars["TRAIN_TINY_STEPS"] = str(self.steps)
+        self.prerun_cmds = [
+            'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            *exports,
+            common.versions_command(list(self.framework_modules), self.python),
+        ]
+        self.time_limit = min(self.max_minutes * 60, run.time_s or 10**9)
+        if run.qos and f"--qos={run.qos}" not in part.access:
+            self.job.options += [f"--qos={run.qos}"]
+        args = common.trainer_options(run.args)
+        args += ["--steps", str(self.steps), "--checkpoint-every", str(self.steps)]
+        if self.tiny:
+            args.append("--tiny")
+        self.executable_opts = [self.trainer, *args]
+        self.set_reference(ex, run.nodes, 0)
+
+
+def cpu_example(site: str, partition: str, trainer: str):
+    """The site's example run of ``trainer`` on the partition, one on synthetic images first."""
+    runs = [r for r in common.example_runs(site, trainer) if r.partition == partition]
+    runs.sort(key=lambda r: any(w.split("=")[0] == "--data-dir" for w in r.args))
+    return runs[0] if runs else None

@@ -31,6 +31,7 @@ from clusterkit.sites import results
 from clusterkit.sites.errors import CheckError
 from clusterkit.sites.lmod import write_modulefiles
 from clusterkit.sites.profiles import ROOT, SITES_DIR, Site, load_profile
+from reframe_checks.support import example_runs
 
 REQUIRE = os.environ.get("CLUSTERKIT_REQUIRE_REFRAME") == "1"
 LMOD_CMD = Path("/usr/share/lmod/lmod/libexec/lmod")
@@ -263,10 +264,25 @@ def test_dry_runs_of_every_check_pass_the_scheduler_emulation(site, reframe_env,
     proc, scripts = dry_run(reframe_env, config, site, tmp_path / "run")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "FAILURE INFO" not in proc.stdout, proc.stdout[-3000:]
-    # every partition with GPUs got its ResNet-50 job scripts
+    # every partition with GPUs got its ResNet-50 job scripts, and so did every CPU partition
+    # on which an example job script runs the PyTorch trainer (Cirrus, ARCHER2 standard)
     staged = {p.relative_to(tmp_path / "run" / "stage" / site).parts[0] for p in scripts}
     gpu_parts = {n for n, p in prof.partitions.items() if p.node_type.gpus}
-    assert gpu_parts <= staged, f"no job script for {sorted(gpu_parts - staged)}"
+    cpu_parts = {
+        r.partition
+        for r in example_runs(site, "train_resnet.py")
+        if not prof.partitions[r.partition].node_type.gpus
+    }
+    missing = (gpu_parts | cpu_parts) - staged
+    assert not missing, f"no job script for {sorted(missing)}"
+    if site == "cirrus":
+        assert cpu_parts == {"standard"}
+        (cpu,) = [s.read_text() for s in scripts if "ResNet50PyTorchCPU" in str(s)]
+        # the example's shape and srun options, and the export srun needs to keep the CPUs
+        assert "#SBATCH --ntasks-per-node=24" in cpu and "#SBATCH --exclusive" in cpu
+        assert "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK" in cpu
+        assert "--hint=nomultithread --distribution=block:block" in cpu
+        assert "--data-dir" not in cpu
     errors = {str(s.relative_to(tmp_path)): judge(s, prof) for s in scripts}
     assert not any(errors.values()), "\n".join(
         f"{k}:\n  " + "\n  ".join(map(str, v)) for k, v in errors.items() if v
