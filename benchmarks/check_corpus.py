@@ -32,7 +32,11 @@ What is counted, for every group (all, each part, each site, each part and site)
 Then the causes of disagreement: the checker's error rules on false alarms, the verdict's
 problem kinds on misses, and the checker's warning rules on scripts the verdict accepts.
 
-    python benchmarks/check_corpus.py
+The untuned corpus keeps its manifest in the repository but not the scripts' text: rebuild
+them first with ``benchmarks/collect_corpus.py`` (into ``_build/corpus/untuned/``, where this
+program looks for them; ``--scripts DIR`` names another folder).
+
+    python benchmarks/collect_corpus.py && python benchmarks/check_corpus.py
     python benchmarks/check_corpus.py tests/corpus/published/manifest.yaml --jobs 2
     python benchmarks/check_corpus.py --output results/bench/check-corpus-untuned-before.json
 """
@@ -90,7 +94,8 @@ SITE_FACT_RULES = frozenset(
         "time-limit",
     }
 )
-# path[:line]: [level: ][rule] message -- clusterkit.errors.Finding.__str__
+# path[:line]: [level: ][rule] message -- what check-job prints (clusterkit.cli.finding_line;
+# an error's level was not written before it took many files)
 FINDING = re.compile(
     r"^(?P<path>\S.*?)(?::(?P<line>\d+))?: "
     r"(?:(?P<level>[a-z]+): )?\[(?P<rule>[^\]]+)\] (?P<msg>.*)$"
@@ -139,6 +144,14 @@ def load(manifest: Path) -> tuple[dict, list[dict]]:
     return data, judged
 
 
+def scripts_folder(manifest: Path, entries: list[dict]) -> Path:
+    """The manifest's own folder when it holds the scripts (the published corpus), else the
+    ignored folder that benchmarks/collect_corpus.py fills (the untuned corpus)."""
+    if entries and (manifest.parent / entries[0]["file"]).is_file():
+        return manifest.parent
+    return ROOT / "_build" / "corpus" / manifest.parent.name
+
+
 def profile_for(entry: dict, data: dict, override: str | None) -> str:
     if override:
         return override
@@ -180,7 +193,7 @@ def judge(path: Path, profile: str, python: str, limit: float) -> Outcome:
         if not m:
             continue
         where = (int(m["line"] or 0), m["rule"])
-        (out.warnings if m["level"] else out.errors).append(where)
+        (out.errors if m["level"] in (None, "error") else out.warnings).append(where)
     if r.returncode not in (0, 1) or "Traceback (most recent call last)" in text:
         last = text.strip().splitlines()[-1] if text.strip() else ""
         out.failure = f"exit {r.returncode}: {last}"
@@ -427,6 +440,13 @@ def commit() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("manifest", nargs="?", type=Path, default=DEFAULT_MANIFEST)
+    ap.add_argument(
+        "--scripts",
+        type=Path,
+        help="the folder the manifest's files are in (default: the manifest's own folder when "
+        "it holds them, else _build/corpus/<its name>, where benchmarks/collect_corpus.py "
+        "writes them)",
+    )
     ap.add_argument("--site", help="judge every script with this profile (e.g. generic)")
     ap.add_argument("--part", help="only this part (tune or holdout)")
     ap.add_argument("--jobs", type=int, default=1, help="scripts judged at once (default 1)")
@@ -442,9 +462,18 @@ def main(argv: list[str] | None = None) -> int:
     if not entries:
         print(f"{manifest}: no script with a known verdict", file=sys.stderr)
         return 2
+    base = args.scripts or scripts_folder(manifest, entries)
+    absent = [e["file"] for e in entries if not (base / e["file"]).is_file()]
+    if absent:
+        print(
+            f"{base}: {len(absent)} of the manifest's scripts are not there (first: {absent[0]});"
+            " rebuild them with benchmarks/collect_corpus.py",
+            file=sys.stderr,
+        )
+        return 2
     start = time.perf_counter()
     outcomes = judge_all(
-        entries, manifest.parent, data, args.site, args.python, args.jobs, args.limit
+        entries, base, data, args.site, args.python, args.jobs, args.limit
     )
     rows = rows_of(entries, outcomes)
     try:
@@ -457,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(),
         "machine": machine(),
         "manifest": shown,
+        "scripts": str(base.relative_to(ROOT)) if base.is_relative_to(ROOT) else str(base),
         "settings": {
             "command": "python -m clusterkit check-job --site PROFILE FILE",
             "site_override": args.site,

@@ -94,6 +94,20 @@ def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Fin
     """The verdict on loading ``spec`` (``name`` or ``name/version``) on ``site``."""
     if spec.startswith("-") or "$" in spec or spec in site.placeholders:
         return []
+    if spec in _LOADERS or spec in _HARMLESS or spec in {"module", "ml"}:
+        # `module load module load X`: Lmod looks for modules named "module" and "load", stops
+        # on the first it cannot find, and loads none of the names
+        return [
+            Finding(
+                path,
+                line,
+                "module-known",
+                f'module: The following module(s) are unknown: "{spec}" ({spec!r} is a word of '
+                "the module command, not a module: is the command written twice?)",
+            )
+        ]
+    if site.generic:
+        return []  # no inventory: the site's modules are not known
     mod, others = site.find_module(spec)
     name = spec.split("/")[0]
     if mod is None and not site.modules_complete and not (others and site.versions_complete(name)):

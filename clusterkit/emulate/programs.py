@@ -139,7 +139,7 @@ def _contract(ctx: Context, line: int, script: str) -> contracts.Contract | None
         except contracts.ContractError as exc:
             ctx.add(line, "script-contract", str(exc))
             return None
-    if found is None:
+    if found is None and not ctx.site.generic:
         ctx.add(
             line,
             "script-contract",

@@ -16,6 +16,7 @@ from clusterkit.emulate.slurm_options import (
     SlurmValueError,
     count_with_type,
     gres_gpus,
+    is_count,
     literal_hint,
     node_range,
     positive_int,
@@ -57,6 +58,10 @@ class Shape:
     ntasks_given: bool = True  # --ntasks or --ntasks-per-node given: srun inherits SLURM_NTASKS
     tasks_per_node_given: bool = True  # srun inherits SLURM_NTASKS_PER_NODE
     component: int = 0  # of a heterogeneous job
+    # False on a site whose node sizes are not known (--site generic) when the job does not
+    # fix its node count: Slurm picks it from the node size, so a step's node count is not
+    # judged against it
+    nodes_known: bool = True
 
     @property
     def node(self) -> NodeType:
@@ -88,6 +93,7 @@ class _Asked:
     gpus_per_task: int | None = None
     nodes: int = 1
     nodes_max: int | None = None
+    nodes_known: bool = True
     ntasks: int = 1
     tasks_per_node: int = 1
     cpus_per_task: int = 1
@@ -137,6 +143,7 @@ def _shape(req: JobRequest, a: _Asked) -> Shape:
         req.has("exclusive") or a.part.exclusive,
         ntasks_given=req.has("ntasks") or req.has("ntasks_per_node"),
         tasks_per_node_given=req.has("ntasks_per_node"),
+        nodes_known=a.nodes_known,
     )
 
 
@@ -189,6 +196,8 @@ class _Rules:
     def partition(self) -> Partition | None:
         req, site, parts = self.req, self.site, self.site.partitions
         name = req.get("partition")
+        if site.generic:  # any name: the site's partitions are not known
+            return site.generic_partition(name or "(the default)")
         if name is None:
             return self._default_partition()
         if name not in parts:
@@ -232,6 +241,8 @@ class _Rules:
 
     def account(self, a: _Asked) -> None:
         acct, rule = self.req.get("account"), self.site.account
+        if self.site.generic:
+            return
         if acct is None and rule["required"]:
             self.bad(
                 None,
@@ -257,6 +268,8 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad("time", "time-format", f"sbatch: error: {exc}{literal_hint(text)}")
             return
+        if self.site.generic:
+            return
         if a.time_s is None or a.time_s > a.part.max_walltime_s:
             shown = "UNLIMITED" if a.time_s is None else format_seconds(a.time_s)
             self.bad(
@@ -268,7 +281,7 @@ class _Rules:
 
     def time_for_nodes(self, a: _Asked) -> None:
         """A limit that depends on the node count (a profile's walltime_by_nodes)."""
-        if a.time_s is None or a.time_s > a.part.max_walltime_s:
+        if self.site.generic or a.time_s is None or a.time_s > a.part.max_walltime_s:
             return
         limit, shown, why = a.part.walltime_limit(a.nodes)
         if a.time_s > limit:
@@ -293,7 +306,10 @@ class _Rules:
             for dest, read in forms:
                 if not req.has(dest):
                     continue
-                gpu_type, count = read(req.get(dest) or "")
+                if dest == "gres":
+                    gpu_type, count = gres_gpus(req.get(dest) or "", self.site.generic)
+                else:
+                    gpu_type, count = read(req.get(dest) or "")
                 a.gpu_dest = a.gpu_dest if a.gpu_dest and dest != "gpus_per_node" else dest
                 if dest == "gpus":
                     a.gpus_total = count
@@ -304,7 +320,7 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad(a.gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
         a.gpus_asked = per_node
-        if gpu_type is not None:
+        if gpu_type is not None and not self.site.generic:
             node = a.node
             self.bad(
                 a.gpu_dest,
@@ -329,6 +345,7 @@ class _Rules:
             a.nodes = math.ceil(ntasks / tpn)
         else:
             a.nodes = self._nodes_needed(a, ntasks)
+            a.nodes_known = not self.site.generic
         if ntasks and a.nodes > ntasks and nodes_min is not None:
             self.bad(
                 "ntasks",
@@ -369,7 +386,7 @@ class _Rules:
         usable = a.node.usable_cores
         spec = self.req.get("core_spec")
         if spec is not None:
-            if spec.strip().isdigit():
+            if is_count(spec.strip()):
                 usable = max(a.node.cores - int(spec), 0)
             else:
                 self.bad(
@@ -487,7 +504,7 @@ class _Rules:
         """Reservations come and go with the site's operations; no profile lists them, so a
         named one is not judged (the test clusters generated from the profiles have none)."""
         name = self.req.get("reservation")
-        if name:
+        if name and not self.site.generic:
             self.bad(
                 "reservation",
                 "reservation-unknown",
@@ -498,6 +515,8 @@ class _Rules:
 
     def qos(self, a: _Asked) -> None:
         name, part, site = self.req.get("qos"), a.part, self.site
+        if site.generic:
+            return
         if name is None:
             if part.qos_required and "qos" not in self.req.placeholders:
                 self.bad(

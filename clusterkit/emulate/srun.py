@@ -260,6 +260,8 @@ def _shape_of_step(
 
 def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint: str) -> None:
     """Nodes and CPUs: at most what the allocation holds."""
+    if not shape.nodes_known:
+        return  # Slurm chose the node count from a node size not known here
     if nodes > shape.nodes:
         judge.bad(
             "step-nodes", f"srun: error: Only allocated {shape.nodes} nodes asked for {nodes}"

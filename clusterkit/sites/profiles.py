@@ -452,6 +452,19 @@ class Site:
     def line(self, *keys: Any) -> int:
         return line_of(self.data, keys)
 
+    @property
+    def generic(self) -> bool:
+        """The generic Slurm site (``--site generic``): no facts of any one site, so the rules
+        that need them (partitions, accounts, QoS, node sizes, limits, modules) are not
+        applied, and every other rule is."""
+        return bool(self.data.get("generic"))
+
+    def generic_partition(self, name: str) -> Partition:
+        """A partition of the generic site: any name is taken, on nodes of unknown size."""
+        nt = self.node_types[GENERIC_NODE]
+        raw = {"node_type": GENERIC_NODE, "max_walltime": "UNLIMITED"}
+        return Partition(name, nt, 0, None, (), False, False, False, "current", raw)
+
 
 def _version_key(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-]", version))
@@ -756,11 +769,51 @@ def profile_paths(sites_dir: Path = SITES_DIR) -> list[Path]:
     return sorted(p for p in sites_dir.glob("*.yaml") if p.name != "schema.yaml")
 
 
+GENERIC = "generic"
+GENERIC_NODE = "any"
+# A node of the generic site: no size is known, so none is too small (rules that compare a
+# request with a node's cores, GPUs or memory do not apply there).
+_UNBOUNDED = 1 << 20
+
+
+def generic_site() -> Site:
+    """The site ``check-job --site generic`` judges against: a Slurm site of which nothing is
+    known beyond Slurm and bash themselves."""
+    data = {
+        "name": GENERIC,
+        "generic": True,
+        "title": "a Slurm site (generic: no site facts)",
+        "scheduler": {"kind": "slurm", "submit": "sbatch", "directive": "#SBATCH"},
+        "lifecycle": {"status": "current"},
+        "launchers": [{"name": "srun", "status": "current"}],
+        "node_types": {
+            GENERIC_NODE: {
+                "arch": "unknown",
+                "cpu": "unknown",
+                "sockets": 1,
+                "cores_per_socket": _UNBOUNDED,
+                "threads_per_core": 1,
+                "memory_gb": _UNBOUNDED,
+                "gpus": {"count": _UNBOUNDED, "model": "GPU", "vendor": None},
+            }
+        },
+        "partitions": {},
+        "account": {"required": False, "option": "--account", "pattern": ".*", "example": ""},
+        "modules": [],
+        "module_inventory": {"coverage": "partial"},
+        "placeholders": [],
+        "paths": {},
+    }
+    return Site(name=GENERIC, path=SITES_DIR / f"{GENERIC}.yaml", data=data)
+
+
 @cache
 def load_site(name: str) -> Site:
+    if name == GENERIC:
+        return generic_site()
     path = SITES_DIR / f"{name}.yaml"
     if not path.is_file():
-        known = ", ".join(p.stem for p in profile_paths())
+        known = ", ".join([*(p.stem for p in profile_paths()), GENERIC])
         raise ProfileError(
             [Finding(path, 0, "site-exists", f"no profile for site {name!r} (known: {known})")]
         )
