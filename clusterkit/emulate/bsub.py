@@ -334,7 +334,7 @@ class _Rules:
                 "nnodes-required",
                 "bsub: ask for nodes with -nnodes N (or use expert mode, -csm y, with -n and -R)",
             )
-        elif not text.isascii() and text.isdigit() or int(text) < 1:
+        elif not (text.isascii() and text.isdigit()) or int(text) < 1:
             self.bad("nnodes", "nnodes-value", f"bsub: -nnodes {text} is not a positive number")
         else:
             a.nodes = int(text)

@@ -108,7 +108,7 @@ def _number(parsed: DdlArgs, key: str, tool: str, bad) -> int | None:
     text = parsed.values.get(key)
     if text is None:
         return None
-    if not text.isascii() and text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         bad("ddl-option", f"{tool}: --{key} takes a positive number, not {text!r}")
         return None
     return int(text)

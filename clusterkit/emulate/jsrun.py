@@ -89,7 +89,7 @@ class _Judge:
                 level="warning",
             )
             return None
-        if not text.isascii() and text.isdigit() or int(text) < low:
+        if not (text.isascii() and text.isdigit()) or int(text) < low:
             what = "a positive number" if low else "a number"
             extra = f" or {' / '.join(special)}" if special else ""
             self.bad("jsrun-value", f"jsrun: --{name} takes {what}{extra}, not {text!r}")
