@@ -39,7 +39,14 @@ def check_slurm_script(
         return unreadable(path, site.name, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + script_refusals(script)
-    reqs = job_requests(script, argv, placeholders=site.placeholders)
+    reqs = job_requests(script, argv, placeholders=site.placeholders, plugins=site.generic)
+    # the account the site's own pages write (bdXXXYY) is a placeholder too, but a known one
+    example = site.account.get("example")
+    reqs[0].findings = [
+        f
+        for f in reqs[0].findings
+        if not (f.rule == "placeholder" and example and f"{example!r}" in f.message)
+    ]
     shapes = _shapes(reqs, site, report)
     if shapes:
         nodesets = component_nodes(shapes)

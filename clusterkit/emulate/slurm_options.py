@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
+from clusterkit.grammars.placeholders import ANGLE
 from clusterkit.emulate.slurm_option_table import RELEASES
 
 TOOLS = ("sbatch", "srun", "salloc")
@@ -112,10 +113,18 @@ def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
     return hits[0], value if eq else None
 
 
-def parse(tool: str, argv: list[str]) -> dict[str, list]:
+PLUGIN = "plugin_options"  # where parse(..., plugins=True) puts options Slurm does not have
+
+
+def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
     """Parse ``argv`` as ``tool``'s getopt_long does; return {dest: [values in order]} for the
     options given (a flag's value is True). What follows the options is returned as
-    ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch)."""
+    ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch).
+
+    ``plugins``: the site may add options of its own (SPANK plugins, such as CSCS's
+    ``--uenv``), unknown here: a long option Slurm does not have and that is not a misspelling
+    of one (:func:`close_options`) is collected under ``PLUGIN`` as written, its value taken
+    only when attached (``--uenv=name``), instead of refused."""
     out: dict[str, list] = {}
     words = list(argv)
     i = 0
@@ -128,7 +137,15 @@ def parse(tool: str, argv: list[str]) -> dict[str, list]:
             break
         i += 1
         if word.startswith("--"):
-            spec, value = _long(tool, word)
+            try:
+                spec, value = _long(tool, word)
+            except OptionError as exc:
+                if not (plugins and str(exc).startswith("unrecognized")):
+                    raise
+                if close_options(tool, word):
+                    raise OptionError(f"{exc} (did you mean {close_options(tool, word)[0]}?)")
+                out.setdefault(PLUGIN, []).append(word)
+                continue
             if not spec.takes_value and value is not None:
                 raise OptionError(f"option '{spec.long}' doesn't allow an argument")
             if spec.takes_value and not spec.optional and value is None:
@@ -330,7 +347,8 @@ class Directives:
 def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The words of a directive after its prefix, as sbatch's get_argument() splits them:
     whitespace separates, quotes group, a backslash keeps the next character, an unquoted
-    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``) is one word.
+    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``), or one in angle
+    brackets (``<#sockets * s>``), is one word.
     Returns (words, problem); the problem is sbatch's message for a line it cannot split."""
     words: list[str] = []
     i, n = 0, len(rest)
@@ -345,6 +363,8 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
         while i < n and (quote or not rest[i].isspace()):
             ch = rest[i]
             hit = "" if quote else next((p for p in placeholders if rest.startswith(p, i)), "")
+            angle = None if quote or hit else ANGLE.match(rest, i)
+            hit = angle[0] if angle else hit
             if hit:
                 word += hit
                 i += len(hit)

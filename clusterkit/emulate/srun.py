@@ -25,6 +25,7 @@ from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.report import add_step
 from clusterkit.emulate.script import expand_fields, not_evaluable
 from clusterkit.emulate.slurm import Shape
+from clusterkit.emulate.slurm_request import plugin_option
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
     count_with_type,
@@ -53,12 +54,13 @@ class Step:
 
 
 def step_request(
-    words: list[str], env: dict[str, str], expanded: bool = False
+    words: list[str], env: dict[str, str], expanded: bool = False, plugins: bool = False
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
-    dry run; ``expanded``: the shell has done it, as for the srun shim of a run)."""
+    dry run; ``expanded``: the shell has done it, as for the srun shim of a run; ``plugins``:
+    options of unknown site plugins are set aside, see :func:`slurm_options.parse`)."""
     words = words if expanded else expand_fields(words, env)
-    parsed = slurm_options.parse("srun", words)
+    parsed = slurm_options.parse("srun", words, plugins)
     return parsed, parsed.pop("command", [])
 
 
@@ -126,25 +128,31 @@ def check_steps(
     shapes: Shape | list[Shape],
     env: dict[str, str],
     expanded: bool = False,
+    generic: bool = False,
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
-    ``expanded``: the words come from a shell that has expanded them already."""
+    ``expanded``: the words come from a shell that has expanded them already. ``generic``: a
+    site of which only Slurm is known (``--site generic``): its plugins' options are set aside
+    with a warning, and srun is today's, which takes --cpus-per-task from the job's
+    SLURM_CPUS_PER_TASK (Slurm 23.11 on; 22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
     parts = split_parts(words)
     steps: list[Step] = []
     for index, part in enumerate(parts):
         try:
-            opts, command = step_request(part, env, expanded)
+            opts, command = step_request(part, env, expanded, plugins=generic)
         except slurm_options.OptionError as exc:
             judge.bad("srun-option", f"srun: {option_message(exc)}")
             return judge.findings, []
+        for word in opts.pop(slurm_options.PLUGIN, []):
+            judge.findings.append(plugin_option(path, line, "srun", word))
         groups = _groups(judge, opts, index, len(parts), len(shapes))
         if groups is None:
             return judge.findings, []
         for group in groups:
-            step = _one_step(judge, opts, command, shapes[group], env)
+            step = _one_step(judge, opts, command, shapes[group], env, generic)
             if step is None:
                 return judge.findings, []
             step.het_group = group
@@ -185,17 +193,26 @@ def _groups(
 
 
 def _one_step(
-    judge: _Judge, opts: dict[str, list], command: list[str], shape: Shape, env: dict[str, str]
+    judge: _Judge,
+    opts: dict[str, list],
+    command: list[str],
+    shape: Shape,
+    env: dict[str, str],
+    generic: bool = False,
 ) -> Step | None:
     try:
         nodes = judge.value(opts, "nodes", "--nodes")
         ntasks = judge.value(opts, "ntasks", "--ntasks")
         tpn_given = judge.value(opts, "ntasks_per_node", "--ntasks-per-node")
         cpt = judge.value(opts, "cpus_per_task", "--cpus-per-task")
-        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
-        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
+        # Slurm 22.05 and 23.02's srun do not inherit --cpus-per-task from sbatch unless
+        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason); 23.11
+        # went back to SLURM_CPUS_PER_TASK, which sbatch sets (SchedMD/slurm NEWS, "Changes in
+        # Slurm 23.11.0rc1": "Replace SRUN_CPUS_PER_TASK with SLURM_CPUS_PER_TASK and get back
+        # the previous behavior before Slurm 22.05").
+        inherited = "SLURM_CPUS_PER_TASK" if generic else "SRUN_CPUS_PER_TASK"
         if cpt is None and "cpus_per_task" not in opts:
-            cpt = judge.number(env.get("SRUN_CPUS_PER_TASK") or "1", "SRUN_CPUS_PER_TASK")
+            cpt = judge.number(env.get(inherited) or "1", inherited)
     except SlurmValueError as exc:
         judge.bad("option-value", f"srun: error: {exc}")
         return None
@@ -310,7 +327,9 @@ def _place_parts(judge: _Judge, steps: list[Step], shape: Shape) -> None:
 def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
     """An ``srun`` line of a batch script: its steps join the plan, and the program each starts
     is judged where it runs."""
-    findings, steps = check_steps(ctx.path, line, words[1:], ctx.allocation, ctx.env)
+    findings, steps = check_steps(
+        ctx.path, line, words[1:], ctx.allocation, ctx.env, generic=ctx.site.generic
+    )
     ctx.extend(findings)
     for step in steps:
         shape = ctx.allocation[step.het_group]
