@@ -10,6 +10,7 @@ command-line contract. A launcher the profile marks historical is said to be so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ class Context:
     env: dict[str, str] = field(default_factory=dict)
     launch_node: str | None = None  # where the batch script runs when it is no compute node
     step_id: int = 0  # of the next step
+    # the variables the scheduler sets that this job may lack (Slurm: SLURM_CPUS_PER_TASK
+    # without --cpus-per-task): arithmetic on one that env does not hold computes with 0
+    conditional: frozenset[str] = frozenset()
 
     @property
     def path(self) -> Path:
@@ -73,6 +77,7 @@ class Context:
 def walk(script: JobScript, ctx: Context) -> None:
     """Every command of the body, in order, with the variables set before it."""
     for cmd in script.commands:
+        unset_in_arithmetic(ctx, cmd.line, [*cmd.assignments, *cmd.words])
         for a in cmd.assignments:
             name, _, value = a.partition("=")
             ctx.env[name] = expand(value, ctx.env)
@@ -85,6 +90,25 @@ def walk(script: JobScript, ctx: Context) -> None:
                     ctx.env[name] = expand(value, ctx.env)
             continue
         ctx.judge(cmd.line, list(cmd.words))
+
+
+_ARITH = re.compile(r"\$\(\((.*?)\)\)")
+
+
+def unset_in_arithmetic(ctx: Context, line: int, words: list[str]) -> None:
+    """``$(($SLURM_CPUS_PER_TASK - 1))`` in a job that sets no --cpus-per-task: bash computes
+    with an empty value (0), and the program gets -1."""
+    for word in words:
+        for m in _ARITH.finditer(word):
+            names = set(re.findall(r"[A-Za-z_]\w*", m[1]))
+            for name in sorted(names & ctx.conditional - set(ctx.env)):
+                ctx.add(
+                    line,
+                    "unset-variable",
+                    f"{name} is not set in this job (it asks for nothing that sets it): "
+                    f"$(({m[1]})) computes with 0 in its place",
+                )
+                ctx.env[name] = "0"  # said once
 
 
 def check_command_line(path: Path | str, line: int, words: list[str], site: Site) -> Report:

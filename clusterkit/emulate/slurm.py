@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
+    check_hint,
     count_with_type,
     gres_gpus,
     is_count,
@@ -62,6 +63,9 @@ class Shape:
     # fix its node count: Slurm picks it from the node size, so a step's node count is not
     # judged against it
     nodes_known: bool = True
+    # False on such a site when the job names no tasks or CPUs (only --nodes): many sites then
+    # give whole nodes of a size not known here, so a step's CPUs are not judged against it
+    cpus_known: bool = True
 
     @property
     def node(self) -> NodeType:
@@ -94,6 +98,7 @@ class _Asked:
     nodes: int = 1
     nodes_max: int | None = None
     nodes_known: bool = True
+    cpus_known: bool = True
     ntasks: int = 1
     tasks_per_node: int = 1
     cpus_per_task: int = 1
@@ -115,6 +120,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         return rules.findings, None
     asked = _Asked(part)
     for rule in (
+        rules.hint,
         rules.account,
         rules.time,
         rules.gpus,
@@ -144,6 +150,7 @@ def _shape(req: JobRequest, a: _Asked) -> Shape:
         ntasks_given=req.has("ntasks") or req.has("ntasks_per_node"),
         tasks_per_node_given=req.has("ntasks_per_node"),
         nodes_known=a.nodes_known,
+        cpus_known=a.cpus_known,
     )
 
 
@@ -238,6 +245,15 @@ class _Rules:
             f"of {sorted(site.partitions)} with -p/--partition",
         )
         return None
+
+    def hint(self, a: _Asked) -> None:
+        text = self.req.get("hint")
+        if text is None:
+            return
+        try:
+            check_hint(text)
+        except SlurmValueError as exc:
+            self.bad("hint", "option-value", f"sbatch: error: {exc}")
 
     def account(self, a: _Asked) -> None:
         acct, rule = self.req.get("account"), self.site.account
@@ -357,6 +373,8 @@ class _Rules:
             a.nodes = ntasks
         a.tasks_per_node = tpn or (math.ceil(ntasks / a.nodes) if ntasks else 1)
         a.ntasks = ntasks or a.nodes * a.tasks_per_node
+        shaped = ("ntasks", "ntasks_per_node", "cpus_per_task", "ntasks_per_gpu", "mincpus")
+        a.cpus_known = not self.site.generic or any(self.req.has(d) for d in shaped)
 
     def _node_range(self, a: _Asked) -> int | None:
         text = self.req.get("nodes")

@@ -300,6 +300,17 @@ def node_range(text: str) -> tuple[int, int]:
     return lo, int(m[2] or lo)
 
 
+HINTS = ("compute_bound", "memory_bound", "multithread", "nomultithread", "help")
+
+
+def check_hint(text: str) -> None:
+    """``--hint`` values, as Slurm's verify_hint reads them (src/common/proc_args.c): a list
+    split at commas not followed by a digit, each one of HINTS in any case."""
+    for token in re.split(r",(?![0-9])", text):
+        if token.lower() not in HINTS:
+            raise SlurmValueError(f'unrecognized --hint argument "{token}", see --hint=help')
+
+
 def positive_int(text: str, what: str) -> int:
     if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
         raise SlurmValueError(f"Invalid {what} specification {text!r}")

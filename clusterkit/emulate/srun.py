@@ -205,6 +205,8 @@ def _one_step(
         ntasks = judge.value(opts, "ntasks", "--ntasks")
         tpn_given = judge.value(opts, "ntasks_per_node", "--ntasks-per-node")
         cpt = judge.value(opts, "cpus_per_task", "--cpus-per-task")
+        if opts.get("hint"):
+            slurm_options.check_hint(str(opts["hint"][-1]))
         # Slurm 22.05 and 23.02's srun do not inherit --cpus-per-task from sbatch unless
         # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason); 23.11
         # went back to SLURM_CPUS_PER_TASK, which sbatch sets (SchedMD/slurm NEWS, "Changes in
@@ -284,6 +286,8 @@ def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint
             "step-nodes", f"srun: error: Only allocated {shape.nodes} nodes asked for {nodes}"
         )
         return
+    if not shape.cpus_known:
+        return  # the job's CPUs per node depend on a node size not known here
     node = shape.node
     per_cpu = node.threads_per_core if "nomultithread" in hint else 1
     need, have = tpn * cpt * per_cpu, shape.cpus_per_node
