@@ -82,6 +82,8 @@ def run_bash_n(text: str) -> list[tuple[int, str]] | None:
     exe = bash()
     if exe is None:
         return None
+    if "\0" in text:
+        return None  # no argument holds a NUL byte (sbatch refuses such a script anyway)
     try:
         r = subprocess.run(
             [exe, "--norc", "--noprofile", "-n", "-c", text],
@@ -106,8 +108,10 @@ def run_bash_n(text: str) -> list[tuple[int, str]] | None:
 def syntax_findings(script: JobScript, placeholders: tuple[str, ...] = ()) -> list[Finding]:
     masked, _ = mask(script.text, placeholders)
     errors = run_bash_n(masked) or []
+    last = max(len(text_lines(script.text)), 1)
     return [
-        Finding(script.path, line, "bash-syntax", f"bash: {message}") for line, message in errors
+        Finding(script.path, min(line, last), "bash-syntax", f"bash: {message}")
+        for line, message in errors
     ]
 
 

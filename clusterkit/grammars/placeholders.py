@@ -14,9 +14,10 @@ import re
 
 # <project>, <ACCOUNT>, <#sockets * s>, <api key>: angle brackets around words
 ANGLE = re.compile(r"<[A-Za-z_#.][^<>\n]*?>|<[A-Za-z]>")
-# [budget code], [...], [project]: square brackets around words, not a Slurm hostlist or
-# range (node[01-04], [1-10], [0,2]) and not a shell test ([ -f x ])
-SQUARE = re.compile(r"\[(?:\.\.\.|[A-Za-z_][A-Za-z0-9_ ./-]*)\]")
+# [budget code], [...], [project]: square brackets around a phrase (with a blank), an ellipsis
+# or a lowercase word, standing on their own -- not a hostlist or range (node[01-04], [1-10]),
+# a constraint ([rack1|rack2]), LSF's select[LN] or a shell test ([ -f x ])
+SQUARE = re.compile(r"(?<![\w\]])\[(?:\.\.\.|[A-Za-z_][\w./-]* [\w ./-]*[\w.]|[a-z_]+)\]")
 # XXXYYY, bdXXXYY, project_xxx, project_200XXXX, XXXX: runs of X (and Y) standing for digits
 XRUN = re.compile(r"(?<![A-Za-z])(?:[a-z]{0,4})?(?:X{3,}Y*|x{3,}|X{2,}Y{2,})(?![a-z])")
 # your_project, yourproject, YourProject, your-project, my-project, myproject, my_account,
@@ -37,6 +38,8 @@ def placeholder_in(value: str, extra: tuple[str, ...] = (), words: bool = True) 
     ``your_project``/``myproject`` words as placeholders -- right for a value that names what
     the reader owns (an account, a partition, an address), not for a name the reader may keep
     (a job called ``my_job``)."""
+    if not isinstance(value, str):
+        return None  # a flag's value (True)
     text = value.strip().strip("'\"")
     if not text:
         return None
