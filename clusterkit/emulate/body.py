@@ -55,6 +55,7 @@ class Context:
     # the variables the scheduler sets that this job may lack (Slurm: SLURM_CPUS_PER_TASK
     # without --cpus-per-task): arithmetic on one that env does not hold computes with 0
     conditional: frozenset[str] = frozenset()
+    said: set[str] = field(default_factory=set)  # of those, the ones already reported
 
     @property
     def path(self) -> Path:
@@ -101,14 +102,14 @@ def unset_in_arithmetic(ctx: Context, line: int, words: list[str]) -> None:
     for word in words:
         for m in _ARITH.finditer(word):
             names = set(re.findall(r"[A-Za-z_]\w*", m[1]))
-            for name in sorted(names & ctx.conditional - set(ctx.env)):
+            for name in sorted(names & ctx.conditional - set(ctx.env) - ctx.said):
                 ctx.add(
                     line,
                     "unset-variable",
                     f"{name} is not set in this job (it asks for nothing that sets it): "
                     f"$(({m[1]})) computes with 0 in its place",
                 )
-                ctx.env[name] = "0"  # said once
+                ctx.said.add(name)
 
 
 def check_command_line(path: Path | str, line: int, words: list[str], site: Site) -> Report:

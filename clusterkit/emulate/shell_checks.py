@@ -152,11 +152,14 @@ def string_findings(script: JobScript, placeholders: tuple[str, ...] = ()) -> li
 
 
 def _string_line(lines: list[str], start: int, string: str) -> int:
-    """The line of the script where ``string`` (a word of the command at ``start``) begins."""
-    first = string.strip().split("\n", 1)[0].strip()
+    """The line of the script where ``string`` (a word of the command at ``start``) begins:
+    where its first line that holds text is found, less the blank lines before it."""
+    parts = string.split("\n")
+    k = next((i for i, p in enumerate(parts) if p.strip()), 0)
+    first = parts[k].strip()
     for i in range(max(start - 1, 0), min(len(lines), start + 200)):
         if first and first in lines[i]:
-            return i + 1
+            return max(i + 1 - k, start)
     return start
 
 

@@ -129,13 +129,14 @@ def check_steps(
     env: dict[str, str],
     expanded: bool = False,
     generic: bool = False,
+    release: str = "22.05",
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
     ``expanded``: the words come from a shell that has expanded them already. ``generic``: a
     site of which only Slurm is known (``--site generic``): its plugins' options are set aside
-    with a warning, and srun is today's, which takes --cpus-per-task from the job's
-    SLURM_CPUS_PER_TASK (Slurm 23.11 on; 22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
+    with a warning. ``release``: the site's Slurm; from 23.11 on srun takes --cpus-per-task
+    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
     parts = split_parts(words)
@@ -152,7 +153,7 @@ def check_steps(
         if groups is None:
             return judge.findings, []
         for group in groups:
-            step = _one_step(judge, opts, command, shapes[group], env, generic)
+            step = _one_step(judge, opts, command, shapes[group], env, inherits(release))
             if step is None:
                 return judge.findings, []
             step.het_group = group
@@ -198,7 +199,7 @@ def _one_step(
     command: list[str],
     shape: Shape,
     env: dict[str, str],
-    generic: bool = False,
+    inherit_cpus: bool = False,
 ) -> Step | None:
     try:
         nodes = judge.value(opts, "nodes", "--nodes")
@@ -212,7 +213,7 @@ def _one_step(
         # went back to SLURM_CPUS_PER_TASK, which sbatch sets (SchedMD/slurm NEWS, "Changes in
         # Slurm 23.11.0rc1": "Replace SRUN_CPUS_PER_TASK with SLURM_CPUS_PER_TASK and get back
         # the previous behavior before Slurm 22.05").
-        inherited = "SLURM_CPUS_PER_TASK" if generic else "SRUN_CPUS_PER_TASK"
+        inherited = "SLURM_CPUS_PER_TASK" if inherit_cpus else "SRUN_CPUS_PER_TASK"
         if cpt is None and "cpus_per_task" not in opts:
             cpt = judge.number(env.get(inherited) or "1", inherited)
     except SlurmValueError as exc:
@@ -226,6 +227,11 @@ def _one_step(
     step = Step(judge.line, nodes, ntasks, tpn, cpt or 1, command)
     step.gpus_asked = _gpus_asked(opts, nodes, tpn)
     return step
+
+
+def inherits(release: str) -> bool:
+    """Whether srun of Slurm ``release`` takes --cpus-per-task from SLURM_CPUS_PER_TASK."""
+    return slurm_options.in_spans("23.11:", release)
 
 
 def _gpus_asked(opts: dict[str, list], nodes: int, tpn: int) -> int | None:
@@ -331,8 +337,15 @@ def _place_parts(judge: _Judge, steps: list[Step], shape: Shape) -> None:
 def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
     """An ``srun`` line of a batch script: its steps join the plan, and the program each starts
     is judged where it runs."""
+    site = ctx.site
     findings, steps = check_steps(
-        ctx.path, line, words[1:], ctx.allocation, ctx.env, generic=ctx.site.generic
+        ctx.path,
+        line,
+        words[1:],
+        ctx.allocation,
+        ctx.env,
+        generic=site.generic,
+        release=site.slurm_release if site.scheduler == "slurm" else "22.05",
     )
     ctx.extend(findings)
     for step in steps:

@@ -453,6 +453,12 @@ class Site:
         return line_of(self.data, keys)
 
     @property
+    def slurm_release(self) -> str:
+        """The Slurm release the site runs (``scheduler.release``); 22.05 when the profile does
+        not say, and the newest the emulator knows for the generic site."""
+        return self.data["scheduler"].get("release", "22.05")
+
+    @property
     def generic(self) -> bool:
         """The generic Slurm site (``--site generic``): no facts of any one site, so the rules
         that need them (partitions, accounts, QoS, node sizes, limits, modules) are not
@@ -770,6 +776,7 @@ def profile_paths(sites_dir: Path = SITES_DIR) -> list[Path]:
 
 
 GENERIC = "generic"
+GENERIC_RELEASE = "25.11"  # the newest Slurm of clusterkit/emulate/slurm_option_table.py
 GENERIC_NODE = "any"
 # A node of the generic site: no size is known, so none is too small (rules that compare a
 # request with a node's cores, GPUs or memory do not apply there).
@@ -783,7 +790,12 @@ def generic_site() -> Site:
         "name": GENERIC,
         "generic": True,
         "title": "a Slurm site (generic: no site facts)",
-        "scheduler": {"kind": "slurm", "submit": "sbatch", "directive": "#SBATCH"},
+        "scheduler": {
+            "kind": "slurm",
+            "submit": "sbatch",
+            "directive": "#SBATCH",
+            "release": GENERIC_RELEASE,
+        },
         "lifecycle": {"status": "current"},
         "launchers": [{"name": "srun", "status": "current"}],
         "node_types": {
