@@ -260,3 +260,19 @@ def test_many_files_and_globs_one_exit_status(capsys, tmp_path, monkeypatch):
 def test_an_unknown_site_names_generic(capsys, tmp_path):
     code, err = _run(capsys, "--site", "nosuch", str(tmp_path / "x"))
     assert code == 1 and "generic" in err
+
+
+def test_a_job_on_a_retired_file_system(tmp_path):
+    text = """
+    #!/bin/bash
+    #SBATCH -A ABC123
+    #SBATCH -N 1
+    #SBATCH -t 10
+    cd /gpfs/alpine/<proj>/scratch
+    srun -n 1 hostname
+    """
+    report = judge(tmp_path, text, FRONTIER)
+    [f] = report.errors
+    assert (f.line, f.rule) == (5, "path-retired")
+    assert "/gpfs/alpine/<proj>/scratch is on Alpine" in f.message
+    assert "use /lustre/orion" in f.message

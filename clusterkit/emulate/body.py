@@ -79,6 +79,7 @@ def walk(script: JobScript, ctx: Context) -> None:
     """Every command of the body, in order, with the variables set before it."""
     for cmd in script.commands:
         unset_in_arithmetic(ctx, cmd.line, [*cmd.assignments, *cmd.words])
+        retired_paths(ctx, cmd.line, [*cmd.assignments, *cmd.words])
         for a in cmd.assignments:
             name, _, value = a.partition("=")
             ctx.env[name] = expand(value, ctx.env)
@@ -110,6 +111,24 @@ def unset_in_arithmetic(ctx: Context, line: int, words: list[str]) -> None:
                     f"$(({m[1]})) computes with 0 in its place",
                 )
                 ctx.said.add(name)
+
+
+_ABSOLUTE = re.compile(r"(?:^|[=:\s])(/[^\s:;'\"]+)")
+
+
+def retired_paths(ctx: Context, line: int, words: list[str]) -> None:
+    """A path on a file system the site has taken out of service: the job fails there."""
+    for word in ctx.expanded(words):
+        for m in _ABSOLUTE.finditer(word):
+            fs = ctx.site.retired_path(m[1])
+            if fs is not None:
+                ctx.add(
+                    line,
+                    "path-retired",
+                    f"{m[1]} is on {fs['name']}, which {ctx.site.title} took out of service on "
+                    f"{fs['retired']}: use {fs['successor']}",
+                )
+                return
 
 
 def check_command_line(path: Path | str, line: int, words: list[str], site: Site) -> Report:

@@ -452,6 +452,14 @@ class Site:
     def line(self, *keys: Any) -> int:
         return line_of(self.data, keys)
 
+    def retired_path(self, path: str) -> dict | None:
+        """The retired file system (``retired_paths:``) that ``path`` lies on, if any."""
+        for fs in self.data.get("retired_paths", ()):
+            root = fs["path"].rstrip("/")
+            if path == root or path.startswith(root + "/"):
+                return fs
+        return None
+
     @property
     def slurm_release(self) -> str:
         """The Slurm release the site runs (``scheduler.release``); 22.05 when the profile does
