@@ -276,3 +276,14 @@ def test_a_job_on_a_retired_file_system(tmp_path):
     assert (f.line, f.rule) == (5, "path-retired")
     assert "/gpfs/alpine/<proj>/scratch is on Alpine" in f.message
     assert "use /lustre/orion" in f.message
+
+
+def test_a_module_one_letter_from_a_known_one_is_an_error_in_a_partial_inventory():
+    from clusterkit.emulate.modules import check_module
+
+    archer2 = load_site("archer2")
+    assert archer2.data["module_inventory"]["coverage"] == "partial"
+    [f] = check_module("job.slurm", 7, "pyytorch", archer2)
+    assert f.level == "error" and f.rule == "module-known" and "did you mean pytorch?" in f.message
+    [g] = check_module("job.slurm", 7, "gromacs", archer2)  # far from every listed name
+    assert g.level == "warning" and g.rule == "module-unlisted"
