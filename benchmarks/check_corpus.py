@@ -472,9 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     start = time.perf_counter()
-    outcomes = judge_all(
-        entries, base, data, args.site, args.python, args.jobs, args.limit
-    )
+    outcomes = judge_all(entries, base, data, args.site, args.python, args.jobs, args.limit)
     rows = rows_of(entries, outcomes)
     try:
         shown = str(manifest.relative_to(ROOT))

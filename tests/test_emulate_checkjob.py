@@ -33,18 +33,25 @@ def _check_job(capsys, path, site: str = "bede", *extra: str) -> tuple[int, str,
             0,
             "latin1.sbatch:3: warning: [script-encoding] bytes that are not UTF-8 (e9)",
         ),
-        ("empty.sbatch", b"", 1, "empty.sbatch: error: [script-empty] sbatch: error: Batch script is "),
+        (
+            "empty.sbatch",
+            b"",
+            1,
+            "empty.sbatch: error: [script-empty] sbatch: error: Batch script is ",
+        ),
         (
             "blank.sbatch",
             b"  \n\t\n",
             1,
-            "blank.sbatch:1: error: [script-empty] sbatch: error: Batch script contains only whitespace!",
+            "blank.sbatch:1: error: [script-empty] sbatch: error: Batch script contains only "
+            "whitespace!",
         ),
         (  # sbatch's first refusal of binary junk: no "#!" on the first line
             "junk.bin",
             b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n\x00\x10",
             1,
-            "junk.bin:1: error: [script-shebang] sbatch: error: This does not look like a batch script.",
+            "junk.bin:1: error: [script-shebang] sbatch: error: This does not look like a batch "
+            "script.",
         ),
         (
             "nul.sbatch",

@@ -166,8 +166,8 @@ def test_a_syntax_error_of_the_script_is_an_error_at_its_line(tmp_path):
 @needs_bash
 def test_bashlex_trouble_is_silent_where_bash_reads_the_script(tmp_path):
     # bashlex cannot read a case statement with ;;& nor this nesting, bash can
-    report = judge(tmp_path, "#!/bin/bash\n#SBATCH -N 1\ncase $1 in a) echo a ;;& *) echo b ;; esac\n"
-                   "srun hostname\n")  # fmt: skip
+    text = "#!/bin/bash\n#SBATCH -N 1\ncase $1 in a) echo a ;;& *) echo b ;; esac\nsrun hostname\n"
+    report = judge(tmp_path, text)
     assert report.errors == [] and "bash-parse" not in {f.rule for f in report.findings}
 
 
@@ -197,7 +197,9 @@ def test_an_assignment_with_blanks_runs_a_command(tmp_path):
 
 
 def test_arithmetic_on_a_variable_the_job_does_not_get(tmp_path):
-    text = "#!/bin/bash\n#SBATCH -N 1\n{c}export PPN=$(($SLURM_CPUS_PER_TASK-1))\nsrun x +ppn $PPN\n"
+    text = (
+        "#!/bin/bash\n#SBATCH -N 1\n{c}export PPN=$(($SLURM_CPUS_PER_TASK-1))\nsrun x +ppn $PPN\n"
+    )
     report = judge(tmp_path, text.format(c=""))
     assert rules(report) == [(3, "unset-variable")]
     report = judge(tmp_path, text.format(c="#SBATCH -c 8\n"))
@@ -207,14 +209,17 @@ def test_arithmetic_on_a_variable_the_job_does_not_get(tmp_path):
 # --------------------------------------------------------------------------- steps and jobs
 def test_a_step_inherits_cpus_per_task_and_outgrows_its_job(tmp_path):
     # srun --ntasks=8 in a 1-node job of 4 tasks x 8 CPUs: 8 x 8 = 64 CPUs, the job holds 32
-    text = "#!/bin/bash\n#SBATCH -N 1\n#SBATCH --ntasks-per-node=4\n#SBATCH -c 8\nsrun --ntasks=8 x\n"
+    text = (
+        "#!/bin/bash\n#SBATCH -N 1\n#SBATCH --ntasks-per-node=4\n#SBATCH -c 8\nsrun --ntasks=8 x\n"
+    )
     report = judge(tmp_path, text)
     [f] = report.errors
     assert (f.line, f.rule) == (5, "step-cpus") and "More processors requested" in f.message
 
 
 def test_a_step_of_more_tasks_than_its_nodes_hold(tmp_path):
-    text = "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\nsrun --ntasks=10 --tasks-per-node=4 x\n"
+    text = "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\n"
+    text += "srun --ntasks=10 --tasks-per-node=4 x\n"
     report = judge(tmp_path, text)
     assert (4, "step-cpus") in rules(report)
 
@@ -236,7 +241,7 @@ def test_ibrun_needs_hostfile_entries_of_the_job(tmp_path):
 def _run(capsys, *argv: str) -> tuple[int, str]:
     with pytest.raises(SystemExit) as exc:
         main(["check-job", *argv])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert "Traceback" not in err
     return exc.value.code, err
 

@@ -48,7 +48,9 @@ def show(git_dir: str, tag: str, path: str) -> str:
 
 def getopt_table(source: str) -> dict[str, dict[str, tuple[str | None, str]]]:
     """tool -> {long name: (short letter or None, arity F/V/O)}."""
-    blocks = dict(re.findall(r"static slurm_cli_opt_t (slurm_opt_\w+) = \{(.*?)\n\};", source, re.S))
+    blocks = dict(
+        re.findall(r"static slurm_cli_opt_t (slurm_opt_\w+) = \{(.*?)\n\};", source, re.S)
+    )
     listed = re.search(r"common_options\[\] = \{(.*?)\};", source, re.S)
     out: dict[str, dict] = {t: {} for t in TOOLS}
     for var in re.findall(r"&(slurm_opt_\w+)", listed[1]):
@@ -80,7 +82,7 @@ def span_text(have: list[str], releases: list[str]) -> str:
     """``"22.05:"``, ``"22.05:23.02"`` or, for an option that left and came back,
     ``"22.05:23.11,24.05:"``."""
     parts, start = [], None
-    for i, release in enumerate([*releases, ""]):
+    for release in [*releases, ""]:
         if release in have and start is None:
             start = release
         elif release not in have and start is not None:
@@ -123,16 +125,16 @@ def main(argv: list[str]) -> int:
         lines.append(f'    ("{name}", {letter}, "{arity}", {cols}),')
     text = HEADER.format(
         releases=", ".join(f'"{r}"' for r in releases),
-        tags="\n".join(f"#   {r}: {t}" for r, t in RELEASES.items()),
+        tags="\n".join(f"    {r}: {t}" for r, t in RELEASES.items()),
         rows="\n".join(lines),
-        undocumented="\n".join(f'    "{u}",' for u in sorted(undocumented)),
+        undocumented="\n".join(f'        "{u}",' for u in sorted(undocumented)),
     )
     OUT.write_text(text, encoding="utf-8")
     print(f"written: {OUT} ({len(rows)} options)")
     return 0
 
 
-HEADER = '''"""The options of sbatch, srun and salloc in each Slurm release (generated; do not edit).
+HEADER = '''"""sbatch, srun and salloc options in each Slurm release (generated; do not edit).
 
 Written by ``python ci/slurm/option_table.py SLURM_GIT_DIR`` from SchedMD/slurm: the getopt
 table that ``src/common/slurm_opt.c`` builds for each tool (``common_options[]``: name,

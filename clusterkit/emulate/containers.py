@@ -67,8 +67,13 @@ def _binds(finding, tool: str, parsed: Parsed) -> list[Finding]:
     for spec in parsed.flags.get("bind", []):
         for item in spec.split(","):
             parts = item.split(":")
-            if not parts[0] or len(parts) > 3 or (len(parts) == 3 and not _bind_option_ok(parts[2])):
-                message = f"{tool} {parsed.sub}: bind {item!r} is not src[:dest[:ro|rw|image-src=PATH|id=N]]"
+            if (
+                not parts[0]
+                or len(parts) > 3
+                or (len(parts) == 3 and not _bind_option_ok(parts[2]))
+            ):
+                form = "src[:dest[:ro|rw|image-src=PATH|id=N]]"
+                message = f"{tool} {parsed.sub}: bind {item!r} is not {form}"
                 out.append(finding("container-bind", message))
     return out
 

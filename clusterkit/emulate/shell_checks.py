@@ -56,7 +56,7 @@ def shell_of(script: JobScript) -> str | None:
         return None
     name = PurePosixPath(words[0]).name
     if name == "env" and len(words) > 1:
-        name = PurePosixPath([w for w in words[1:] if not w.startswith("-")][0]).name
+        name = PurePosixPath(next((w for w in words[1:] if not w.startswith("-")), "")).name
     return name if name in SHELLS else None
 
 

@@ -1,15 +1,15 @@
-"""The options of sbatch, srun and salloc in each Slurm release (generated; do not edit).
+"""sbatch, srun and salloc options in each Slurm release (generated; do not edit).
 
 Written by ``python ci/slurm/option_table.py SLURM_GIT_DIR`` from SchedMD/slurm: the getopt
 table that ``src/common/slurm_opt.c`` builds for each tool (``common_options[]``: name,
 ``has_arg``, short letter, the tools that set it), at these tags:
-#   22.05: slurm-22-05-11-1
-#   23.02: slurm-23-02-8-1
-#   23.11: slurm-23-11-11-1
-#   24.05: slurm-24-05-8-1
-#   24.11: slurm-24-11-7-1
-#   25.05: slurm-25-05-8-1
-#   25.11: slurm-25-11-7-1
+    22.05: slurm-22-05-11-1
+    23.02: slurm-23-02-8-1
+    23.11: slurm-23-11-11-1
+    24.05: slurm-24-05-8-1
+    24.11: slurm-24-11-7-1
+    25.05: slurm-25-05-8-1
+    25.11: slurm-25-11-7-1
 
 Each row: (long name, short letter, arity, sbatch, srun, salloc). Arity: F takes no argument,
 V requires one (``--opt=v`` or ``--opt v``), O takes one only attached (``--opt=v``; getopt's
@@ -191,27 +191,27 @@ OPTIONS = (
 # --tasks-per-node and --cpu_bind, options internal to Slurm), in some release.
 UNDOCUMENTED = frozenset(
     {
-    "salloc --autocomplete",
-    "salloc --cluster",
-    "salloc --context",
-    "salloc --ntasks-per-tres",
-    "salloc --tasks-per-node",
-    "sbatch --autocomplete",
-    "sbatch --cluster",
-    "sbatch --context",
-    "sbatch --external",
-    "sbatch --ntasks-per-tres",
-    "sbatch --tasks-per-node",
-    "srun --accel-bind",
-    "srun --autocomplete",
-    "srun --cluster",
-    "srun --context",
-    "srun --cpu_bind",
-    "srun --debugger-test",
-    "srun --interactive",
-    "srun --ntasks-per-tres",
-    "srun --pack-group",
-    "srun --tasks-per-node",
-    "srun --whole",
+        "salloc --autocomplete",
+        "salloc --cluster",
+        "salloc --context",
+        "salloc --ntasks-per-tres",
+        "salloc --tasks-per-node",
+        "sbatch --autocomplete",
+        "sbatch --cluster",
+        "sbatch --context",
+        "sbatch --external",
+        "sbatch --ntasks-per-tres",
+        "sbatch --tasks-per-node",
+        "srun --accel-bind",
+        "srun --autocomplete",
+        "srun --cluster",
+        "srun --context",
+        "srun --cpu_bind",
+        "srun --debugger-test",
+        "srun --interactive",
+        "srun --ntasks-per-tres",
+        "srun --pack-group",
+        "srun --tasks-per-node",
+        "srun --whole",
     }
 )

@@ -20,7 +20,6 @@ from functools import cache
 
 from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
 from clusterkit.grammars.placeholders import ANGLE
-from clusterkit.emulate.slurm_option_table import RELEASES
 
 TOOLS = ("sbatch", "srun", "salloc")
 TOOL_LETTER = {"sbatch": "b", "srun": "r", "salloc": "a"}
@@ -142,8 +141,9 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
             except OptionError as exc:
                 if not (plugins and str(exc).startswith("unrecognized")):
                     raise
-                if close_options(tool, word):
-                    raise OptionError(f"{exc} (did you mean {close_options(tool, word)[0]}?)")
+                near = close_options(tool, word)
+                if near:
+                    raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
                 out.setdefault(PLUGIN, []).append(word)
                 continue
             if not spec.takes_value and value is not None:
@@ -201,8 +201,7 @@ def close_options(tool: str, word: str) -> list[str]:
     name = word.split("=", 1)[0]
     longs, _ = _tables(tool)
     return [
-        f"--{n}"
-        for n in difflib.get_close_matches(name.lstrip("-"), list(longs), n=3, cutoff=0.8)
+        f"--{n}" for n in difflib.get_close_matches(name.lstrip("-"), list(longs), n=3, cutoff=0.8)
     ]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from clusterkit.emulate import slurm_options
 from clusterkit.emulate.script import JobScript
+from clusterkit.emulate.slurm_option_table import RELEASES
 from clusterkit.grammars.placeholders import is_ellipsis, placeholder_in
 from clusterkit.sites.errors import Finding
 
@@ -228,9 +229,8 @@ def plugin_option(path: Path | str, line: int, tool: str, word: str) -> Finding:
         path,
         line,
         "plugin-option",
-        f"{tool}: {name} is not an option of Slurm's {tool} ({slurm_options.RELEASES[0]}-"
-        f"{slurm_options.RELEASES[-1]}): only a site plugin (SPANK) can add it, and only that "
-        "site's Slurm takes it; not judged",
+        f"{tool}: {name} is not an option of Slurm's {tool} ({RELEASES[0]}-{RELEASES[-1]}): "
+        "only a site plugin (SPANK) can add it, and only that site's Slurm takes it; not judged",
         level="warning",
     )
 

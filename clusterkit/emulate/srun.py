@@ -25,7 +25,6 @@ from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.report import add_step
 from clusterkit.emulate.script import expand_fields, not_evaluable
 from clusterkit.emulate.slurm import Shape
-from clusterkit.emulate.slurm_request import plugin_option
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
     count_with_type,
@@ -34,6 +33,7 @@ from clusterkit.emulate.slurm_options import (
     option_message,
     positive_int,
 )
+from clusterkit.emulate.slurm_request import plugin_option
 from clusterkit.sites.errors import Finding
 
 JOB_ID = 1000  # the job of a dry run

@@ -83,7 +83,9 @@ def test_options_match_the_installed_manual(tool, release):
     lacking = sorted(set(man) - set(ours))
     extra = sorted(n for n in set(ours) - set(man) if f"{tool} --{n}" not in UNDOCUMENTED)
     assert not lacking, f"Slurm {release} {tool} documents options the emulator lacks: {lacking}"
-    assert not extra, f"the emulator gives {tool} options Slurm {release} does not document: {extra}"
+    assert not extra, (
+        f"the emulator gives {tool} options Slurm {release} does not document: {extra}"
+    )
     letters = {
         name: (man[name], (ours[name].short or "-")[1:] or None)
         for name in man
