@@ -8,9 +8,10 @@ known with the command line a user types, ``python -m clusterkit check-job --sit
 compares what it says with the recorded verdict. Prints the figures and, with ``--output``,
 writes them as a JSON record (date, commit, machine, and one row per script).
 
-Which profile judges a script: ``--site`` for all of them when given (``--site generic`` once
-the checker has it); otherwise the entry's ``profile``, else ``measure_with`` of its system in the
-manifest's ``systems`` table, else its ``site`` (the published corpus, whose sites are profiles).
+Which profile judges a script: ``--site`` for all of them when given (``--site generic`` for
+sites that have no profile); otherwise the entry's ``profile``, else ``measure_with`` of its
+system in the manifest's ``systems`` table, else its ``site`` (the published corpus, whose sites
+are profiles).
 
 What is counted, for every group (all, each part, each site, each part and site):
 
@@ -38,7 +39,7 @@ program looks for them; ``--scripts DIR`` names another folder).
 
     python benchmarks/collect_corpus.py && python benchmarks/check_corpus.py
     python benchmarks/check_corpus.py tests/corpus/published/manifest.yaml --jobs 2
-    python benchmarks/check_corpus.py --output results/bench/check-corpus-untuned-before.json
+    python benchmarks/check_corpus.py --site generic --output results/bench/after.json
 """
 
 from __future__ import annotations
