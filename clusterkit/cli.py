@@ -48,16 +48,51 @@ def _check_channel_manifests() -> int:
 
 
 def cmd_check_job(args: argparse.Namespace) -> int:
+    """Judge every script named (files or glob patterns): one line per finding, then one exit
+    status for them all -- 2 when a path held no script to read, else 1 when any script has an
+    error, else 0."""
     from clusterkit.emulate.checkjob import check_job_file
     from clusterkit.emulate.report import with_ranks
     from clusterkit.sites.profiles import load_site
 
-    report = check_job_file(Path(args.script), load_site(args.site))
-    for f in report.findings:
-        print(f, file=sys.stderr)
+    site = load_site(args.site)
+    paths = expand_paths(args.scripts)
+    status, plans = 0, []
+    for path in paths:
+        report = check_job_file(path, site)
+        for f in report.findings:
+            print(finding_line(f), file=sys.stderr)
+        if args.plan:
+            plans.append(with_ranks(report, args.ranks))
+        status = max(status, 2 if report.unusable else 1 if report.errors else 0)
     if args.plan:
-        print(json.dumps(with_ranks(report, args.ranks), indent=2))
-    return 2 if report.unusable else 1 if report.errors else 0
+        print(json.dumps(plans[0] if len(plans) == 1 else plans, indent=2))
+    if len(paths) > 1:
+        print(f"{len(paths)} scripts judged against {site.title}", file=sys.stderr)
+    return status
+
+
+def expand_paths(patterns: list[str]) -> list[Path]:
+    """Each argument as a path, or the files its glob pattern matches (for a pattern the shell
+    did not expand, quoted or on Windows), in order; a pattern that matches nothing stays as
+    written, so that it is reported as a file that is not there."""
+    import glob
+
+    out: list[Path] = []
+    for pattern in patterns:
+        hits = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else []
+        out += [Path(h) for h in hits if not Path(h).is_dir()] or [Path(pattern)]
+    return out
+
+
+def finding_line(f) -> str:
+    """``FILE:LINE: level: [rule] message`` (no ``:LINE`` for a finding about the whole
+    file), the level always named."""
+    text = str(f)
+    if f.level == "error":
+        where, sep, rest = text.partition(": [")
+        return f"{where}: error: [{rest}" if sep else text
+    return text
 
 
 def cmd_shims(args: argparse.Namespace) -> int:
@@ -88,8 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("profiles", help="validate site profiles (default: all of sites/)")
     s.add_argument("files", nargs="*")
     s.set_defaults(func=cmd_profiles)
-    s = sub.add_parser("check-job", help="judge a job script against a site (dry run)")
-    s.add_argument("--site", required=True)
+    s = sub.add_parser(
+        "check-job",
+        help="judge job scripts against a site (dry run); --site generic: any Slurm site",
+        description="Judge job scripts as the site's scheduler and shell would take them. "
+        "One line per finding (FILE:LINE: LEVEL: [RULE] MESSAGE); exit status 1 when any "
+        "script has an error, 2 when a path holds no script.",
+    )
+    s.add_argument(
+        "--site",
+        required=True,
+        help="a profile of sites/, or generic: every rule that needs no site facts",
+    )
     s.add_argument("--plan", action="store_true", help="print the plan as JSON")
     s.add_argument(
         "--ranks",
@@ -98,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --plan: ranks written out per step, with their environment (default 16)",
     )
-    s.add_argument("script")
+    s.add_argument("scripts", nargs="+", metavar="SCRIPT", help="files or glob patterns")
     s.set_defaults(func=cmd_check_job)
     s = sub.add_parser("check", help="every static check (profiles, job scripts, lint)")
     s.set_defaults(func=cmd_check)

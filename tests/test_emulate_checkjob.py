@@ -24,7 +24,7 @@ def _check_job(capsys, path, site: str = "bede", *extra: str) -> tuple[int, str,
             "nodes0.sbatch",
             b"#!/bin/bash\n#SBATCH -A bdXXXYY\n#SBATCH --nodes=0\nsrun hostname\n",
             1,
-            "nodes0.sbatch:3: [node-count] sbatch: error: Batch job submission failed: Node "
+            "nodes0.sbatch:3: error: [node-count] sbatch: error: Batch job submission failed: Node "
             "count specification invalid",
         ),
         (
@@ -33,24 +33,31 @@ def _check_job(capsys, path, site: str = "bede", *extra: str) -> tuple[int, str,
             0,
             "latin1.sbatch:3: warning: [script-encoding] bytes that are not UTF-8 (e9)",
         ),
-        ("empty.sbatch", b"", 1, "empty.sbatch: [script-empty] sbatch: error: Batch script is "),
+        (
+            "empty.sbatch",
+            b"",
+            1,
+            "empty.sbatch: error: [script-empty] sbatch: error: Batch script is ",
+        ),
         (
             "blank.sbatch",
             b"  \n\t\n",
             1,
-            "blank.sbatch:1: [script-empty] sbatch: error: Batch script contains only whitespace!",
+            "blank.sbatch:1: error: [script-empty] sbatch: error: Batch script contains only "
+            "whitespace!",
         ),
         (  # sbatch's first refusal of binary junk: no "#!" on the first line
             "junk.bin",
             b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n\x00\x10",
             1,
-            "junk.bin:1: [script-shebang] sbatch: error: This does not look like a batch script.",
+            "junk.bin:1: error: [script-shebang] sbatch: error: This does not look like a batch "
+            "script.",
         ),
         (
             "nul.sbatch",
             b"#!/bin/bash\n#SBATCH -A bdXXXYY\necho \x00\n",
             1,
-            "nul.sbatch:3: [script-null] sbatch: error: The Slurm controller does not allow "
+            "nul.sbatch:3: error: [script-null] sbatch: error: The Slurm controller does not allow "
             "scripts that contain a NULL character",
         ),
     ],
@@ -68,9 +75,9 @@ def test_no_script_to_read_is_exit_status_2(capsys, tmp_path, monkeypatch, site)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "adir").mkdir()
     code, _out, err = _check_job(capsys, "nosuch.sh", site)
-    assert code == 2 and "nosuch.sh: [script-readable]" in err and "no such file" in err
+    assert code == 2 and "nosuch.sh: error: [script-readable]" in err and "no such file" in err
     code, _out, err = _check_job(capsys, "adir", site)
-    assert code == 2 and "adir: [script-readable]" in err and "a directory" in err
+    assert code == 2 and "adir: error: [script-readable]" in err and "a directory" in err
 
 
 def test_plan_says_how_many_ranks_it_writes_out(capsys, tmp_path, monkeypatch):

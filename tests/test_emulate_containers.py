@@ -54,7 +54,7 @@ def test_global_options_and_short_clusters():
         (["exec", "img.sif"], "container-command", "no command after the image"),
         (["exec", "--gpu", "img.sif", "ls"], "container-option",
          'Error for command "exec": unknown flag: --gpu'),
-        (["exec", "-B", "/a:/b:rx", "img.sif", "ls"], "container-bind", "src[:dest[:ro|rw]]"),
+        (["exec", "-B", "/a:/b:rx", "img.sif", "ls"], "container-bind", "src[:dest[:ro|rw|"),
         (["build", "--writable", "x.simg", "docker://ibmcom/powerai"], "container-writable",
          "--sandbox"),
         (["build", "x.sif"], "container-option", "requires exactly 2 arg(s)"),
@@ -77,6 +77,8 @@ def test_builds_and_shells():
     ]
     for args in ok:
         assert containers.check("p", 1, "apptainer", args) == ([], [])
+    image_mount = ["exec", "-B", "data.sqsh:/data:image-src=/", "x.sif", "ls"]
+    assert containers.check("p", 1, "apptainer", image_mount) == (["ls"], [])
     _, warn = containers.check("p", 1, "singularity", ["shell", "--writable", "powerai.simg"])
     assert {f.rule for f in warn} == {"container-writable", "container-simg"}
     assert all(f.level == "warning" for f in warn)

@@ -341,7 +341,7 @@ jsrun -r1 -g{GPUS} -a{GPUS} -c{CORES} -bpacked:{CORES // GPUS} python train.py
 # (description, edit of GOOD, expected rule, the line the finding must name)
 BAD = [
     ("no project", ("#BSUB -P ABC123\n", ""), "project-required", 0),
-    ("bad project", ("-P ABC123", "-P my-project"), "project-form", 2),
+    ("bad project", ("-P ABC123", "-P proj-123"), "project-form", 2),
     ("unknown queue", (f"-q {QUEUE.name}", "-q nosuch"), "queue-exists", 5),
     ("walltime over the limit", ("-W 0:10", f"-W {QUEUE.max_walltime_s // 60 + 1}"),
      "walltime-limit", 3),

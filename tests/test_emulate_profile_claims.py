@@ -109,6 +109,10 @@ def test_every_profile_lists_placeholders_and_accepts_them_as_the_account(site):
     for placeholder in site.placeholders:
         report = check("job", site, text=_account_script(site, placeholder))
         assert not {f.rule for f in report.errors} & ACCOUNT_RULES, (placeholder, report.errors)
-    # a bracketed value the docs never print is judged as an account, and refused
+    # a bracketed value the docs never print is a placeholder too: filled in, not refused
     other = check("job", site, text=_account_script(site, "<not-in-the-docs>"))
-    assert {f.rule for f in other.errors} & ACCOUNT_RULES, other.errors
+    assert not {f.rule for f in other.errors} & ACCOUNT_RULES, other.errors
+    assert "placeholder" in {f.rule for f in other.warnings}, other.findings
+    # a value that is no placeholder is judged as an account, and refused when malformed
+    bad = check("job", site, text=_account_script(site, "Not.An.Account!"))
+    assert {f.rule for f in bad.errors} & ACCOUNT_RULES, bad.errors

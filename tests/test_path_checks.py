@@ -60,3 +60,10 @@ def test_a_site_tool_needs_its_arguments_and_its_module():
     assert [(f.line, f.rule) for f in found] == [(11, "tool-args")]
     found, _ = _findings("extend-venv-activate v\n", BEDE)
     assert [f.rule for f in found] == ["block-untested"]  # Bede has no such command
+
+
+def test_a_path_on_a_retired_file_system_names_the_current_one():
+    found, _ = _findings("cd /gpfs/alpine/<projid>/scratch/$USER\n", load_site("frontier"))
+    [f] = found
+    assert f.rule == "path-retired" and f.level == "error"
+    assert "2024-01-01" in f.message and "use /lustre/orion" in f.message

@@ -55,6 +55,13 @@ def check(page, line: int, words: list[str], site: Site) -> tuple[list[Finding],
 
 
 def judge(page, line: int, path: str, site: Site) -> Finding | None:
+    fs = site.retired_path(path)
+    if fs is not None:
+        msg = (
+            f"{path} is on {fs['name']}, which {site.title} took out of service on "
+            f"{fs['retired']}: use {fs['successor']}"
+        )
+        return Finding(page, line, "path-retired", msg)
     segments = _segments(path)
     templates = {key: _segments(p["path"]) for key, p in site.data.get("paths", {}).items()}
     for template in templates.values():

@@ -11,6 +11,7 @@ command-line contract. A launcher the profile marks historical is said to be so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,10 @@ class Context:
     # node features the job asked for (-C/--constraint); None: not known (a command on its own)
     features: frozenset[str] | None = None
     told: set[str] = field(default_factory=set)  # once-per-script findings already given
+    # the variables the scheduler sets that this job may lack (Slurm: SLURM_CPUS_PER_TASK
+    # without --cpus-per-task): arithmetic on one that env does not hold computes with 0
+    conditional: frozenset[str] = frozenset()
+    said: set[str] = field(default_factory=set)  # of those, the ones already reported
 
     @property
     def path(self) -> Path:
@@ -77,6 +82,8 @@ class Context:
 def walk(script: JobScript, ctx: Context) -> None:
     """Every command of the body, in order, with the variables set before it."""
     for cmd in script.commands:
+        unset_in_arithmetic(ctx, cmd.line, [*cmd.assignments, *cmd.words])
+        retired_paths(ctx, cmd.line, [*cmd.assignments, *cmd.words])
         for a in cmd.assignments:
             name, _, value = a.partition("=")
             ctx.env[name] = expand(value, ctx.env)
@@ -89,6 +96,43 @@ def walk(script: JobScript, ctx: Context) -> None:
                     ctx.env[name] = expand(value, ctx.env)
             continue
         ctx.judge(cmd.line, list(cmd.words))
+
+
+_ARITH = re.compile(r"\$\(\((.*?)\)\)")
+
+
+def unset_in_arithmetic(ctx: Context, line: int, words: list[str]) -> None:
+    """``$(($SLURM_CPUS_PER_TASK - 1))`` in a job that sets no --cpus-per-task: bash computes
+    with an empty value (0), and the program gets -1."""
+    for word in words:
+        for m in _ARITH.finditer(word):
+            names = set(re.findall(r"[A-Za-z_]\w*", m[1]))
+            for name in sorted(names & ctx.conditional - set(ctx.env) - ctx.said):
+                ctx.add(
+                    line,
+                    "unset-variable",
+                    f"{name} is not set in this job (it asks for nothing that sets it): "
+                    f"$(({m[1]})) computes with 0 in its place",
+                )
+                ctx.said.add(name)
+
+
+_ABSOLUTE = re.compile(r"(?:^|[=:\s])(/[^\s:;'\"]+)")
+
+
+def retired_paths(ctx: Context, line: int, words: list[str]) -> None:
+    """A path on a file system the site has taken out of service: the job fails there."""
+    for word in ctx.expanded(words):
+        for m in _ABSOLUTE.finditer(word):
+            fs = ctx.site.retired_path(m[1])
+            if fs is not None:
+                ctx.add(
+                    line,
+                    "path-retired",
+                    f"{m[1]} is on {fs['name']}, which {ctx.site.title} took out of service on "
+                    f"{fs['retired']}: use {fs['successor']}",
+                )
+                return
 
 
 def check_command_line(path: Path | str, line: int, words: list[str], site: Site) -> Report:

@@ -25,6 +25,7 @@ from clusterkit.emulate.lsf_options import (
     read_bsub_directives,
     slot_range,
 )
+from clusterkit.grammars.placeholders import placeholder_in
 from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
 
@@ -116,10 +117,24 @@ def _merge(
         )
         req.findings.append(Finding(req.path, line, "bsub-option", message))
     for name, value in args.options:
-        # the project placeholder stays (the site's rule accepts it); another is not judged
-        if value in placeholders and name != "P":
+        # a placeholder stands for the reader's value and is not judged; the project's stays in
+        # the request too, for LSB_PROJECT_NAME to show it
+        if placeholder_in(value, placeholders, words=name in {"P", "q", "u", "G"}):
             req.placeholders[name] = line
-            req.values.pop(name, None)
+            req.findings.append(
+                Finding(
+                    req.path,
+                    line,
+                    "placeholder",
+                    f"fill in -{name}: {value!r} is a placeholder for your own value; bsub would "
+                    "refuse it as written",
+                    level="warning",
+                )
+            )
+            if name == "P":
+                req.values[name] = (value, line)
+            else:
+                req.values.pop(name, None)
         else:
             req.values[name] = (value, line)
             req.placeholders.pop(name, None)
@@ -217,7 +232,7 @@ class _Rules:
                 f"bsub: {site.title} requires a project: {acct.get('option', '-P')} "
                 f"{acct['example']}. {NOT_SUBMITTED}",
             )
-        elif proj is not None and not site.account_ok(proj):
+        elif proj is not None and "P" not in self.req.placeholders and not site.account_ok(proj):
             self.bad(
                 "P",
                 "project-form",
@@ -334,7 +349,7 @@ class _Rules:
                 "nnodes-required",
                 "bsub: ask for nodes with -nnodes N (or use expert mode, -csm y, with -n and -R)",
             )
-        elif not text.isdigit() or int(text) < 1:
+        elif not (text.isascii() and text.isdigit()) or int(text) < 1:
             self.bad("nnodes", "nnodes-value", f"bsub: -nnodes {text} is not a positive number")
         else:
             a.nodes = int(text)

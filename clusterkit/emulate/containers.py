@@ -55,13 +55,25 @@ def check(path, line: int, tool: str, args: list[str]) -> tuple[list[str], list[
     return (parsed.args[1:] if parsed.sub == "exec" else []), findings
 
 
+def _bind_option_ok(option: str) -> bool:
+    """The third field of a bind: ro, rw, or for an image file mounted into the container the
+    path inside it (image-src=) or its partition (id=), as Apptainer's and SingularityCE's
+    user guides describe image mounts ("Bind Paths and Mounts", Image Mounts)."""
+    return option in {"ro", "rw"} or option.startswith(("image-src=", "id="))
+
+
 def _binds(finding, tool: str, parsed: Parsed) -> list[Finding]:
     out = []
     for spec in parsed.flags.get("bind", []):
         for item in spec.split(","):
             parts = item.split(":")
-            if not parts[0] or len(parts) > 3 or (len(parts) == 3 and parts[2] not in {"ro", "rw"}):
-                message = f"{tool} {parsed.sub}: bind {item!r} is not src[:dest[:ro|rw]]"
+            if (
+                not parts[0]
+                or len(parts) > 3
+                or (len(parts) == 3 and not _bind_option_ok(parts[2]))
+            ):
+                form = "src[:dest[:ro|rw|image-src=PATH|id=N]]"
+                message = f"{tool} {parsed.sub}: bind {item!r} is not {form}"
                 out.append(finding("container-bind", message))
     return out
 

@@ -31,7 +31,7 @@ def notice(tool: str, site: Site) -> str | None:
 
 def _not_a_launcher(ctx: Context, line: int, tool: str) -> None:
     site = ctx.site
-    if site.launcher(tool) is None:
+    if site.launcher(tool) is None and not site.generic:
         ctx.add(
             line,
             "launcher-unknown",
@@ -50,7 +50,7 @@ def judge_ddlrun(ctx: Context, line: int, words: list[str], placement: Placement
         return
     if not parsed.command:
         ctx.add(line, "ddl-command", f"{tool}: no program to run")
-    if placement is None:  # started by the batch script: a step of one rank per GPU
+    if placement is None and not ctx.site.generic:  # a step of one rank per GPU
         gpus = ctx.partition.node_type.gpus
         findings, step = check_ddl_step(ctx.path, line, tool, args, ctx.site, ctx.nodes[0], gpus)
         ctx.extend(findings)
@@ -65,7 +65,7 @@ def judge_bede_mpirun(
 ) -> None:
     parsed, problems = parse_bede_mpirun(ctx.expanded(words[1:]), ctx.env)
     ctx.extend([Finding(ctx.path, line, rule, msg, level) for rule, level, msg in problems])
-    if ctx.site.launcher("bede-mpirun") is None:
+    if ctx.site.launcher("bede-mpirun") is None and not ctx.site.generic:
         ctx.add(
             line,
             "launcher-unknown",
@@ -108,7 +108,7 @@ def _number(parsed: DdlArgs, key: str, tool: str, bad) -> int | None:
     text = parsed.values.get(key)
     if text is None:
         return None
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         bad("ddl-option", f"{tool}: --{key} takes a positive number, not {text!r}")
         return None
     return int(text)

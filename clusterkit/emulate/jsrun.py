@@ -89,7 +89,7 @@ class _Judge:
                 level="warning",
             )
             return None
-        if not text.isdigit() or int(text) < low:
+        if not (text.isascii() and text.isdigit()) or int(text) < low:
             what = "a positive number" if low else "a number"
             extra = f" or {' / '.join(special)}" if special else ""
             self.bad("jsrun-value", f"jsrun: --{name} takes {what}{extra}, not {text!r}")
@@ -258,7 +258,7 @@ def _check_omp_threads(judge: _Judge, bind: str, cores: int, ns: JsrunArgs) -> N
     m = re.fullmatch(r"packed:(\d+)", bind)
     bound = int(m[1]) if m else cores if bind == "rs" else None
     smt = judge.shape.smt
-    if text.isdigit() and bound and int(text) > bound * smt:
+    if text.isascii() and text.isdigit() and bound and int(text) > bound * smt:
         judge.bad(
             "jsrun-omp-threads",
             f"jsrun: Warning: OMP_NUM_THREADS={text} is greater than available PU's (each task "

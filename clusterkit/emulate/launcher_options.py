@@ -202,7 +202,7 @@ class _MpirunReader:
 
     def value(self, name: str, value: str) -> None:
         if name in {"-np", "--np", "-n", "--n", "-c"}:
-            if value.isdigit() and int(value) > 0:
+            if value.isascii() and value.isdigit() and int(value) > 0:
                 self.np = int(value)
             else:
                 msg = f"bede-mpirun: {name} takes a positive number, not {value!r}"

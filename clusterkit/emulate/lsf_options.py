@@ -152,7 +152,7 @@ class RTerm:
 
     def _int(self, where: dict[str, str], key: str) -> int | None:
         v = where.get(key)
-        return int(v) if v is not None and v.isdigit() else None
+        return int(v) if v is not None and v.isascii() and v.isdigit() else None
 
     @property
     def ptile(self) -> int | None:

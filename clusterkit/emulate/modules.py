@@ -94,8 +94,34 @@ def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Fin
     """The verdict on loading ``spec`` (``name`` or ``name/version``) on ``site``."""
     if spec.startswith("-") or "$" in spec or spec in site.placeholders:
         return []
+    if spec in _LOADERS or spec in _HARMLESS or spec in {"module", "ml"}:
+        # `module load module load X`: Lmod looks for modules named "module" and "load", stops
+        # on the first it cannot find, and loads none of the names
+        return [
+            Finding(
+                path,
+                line,
+                "module-known",
+                f'module: The following module(s) are unknown: "{spec}" ({spec!r} is a word of '
+                "the module command, not a module: is the command written twice?)",
+            )
+        ]
+    if site.generic:
+        return []  # no inventory: the site's modules are not known
     mod, others = site.find_module(spec)
     name = spec.split("/")[0]
+    if mod is None and not others:
+        near = _misspelt(name, site)
+        if near:  # a name one or two letters from one the site has: a typo, inventory or not
+            return [
+                Finding(
+                    path,
+                    line,
+                    "module-known",
+                    f'module: The following module(s) are unknown: "{spec}" (did you mean '
+                    f"{', '.join(near)}? {site.title} has no module of that name)",
+                )
+            ]
     if mod is None and not site.modules_complete and not (others and site.versions_complete(name)):
         # a partial inventory claims every version only of the names it says it lists whole
         return [_unlisted(path, line, spec, site, [m.full_name for m in others])]
@@ -109,6 +135,29 @@ def check_module(path: Path | str, line: int, spec: str, site: Site) -> list[Fin
         message = f"module {mod.full_name} is historical on {site.title}{where}"
         return [Finding(path, line, "module-historical", message, level="warning")]
     return []
+
+
+def edits(a: str, b: str, most: int = 2) -> int:
+    """Levenshtein distance of ``a`` and ``b`` (``most + 1`` once it exceeds ``most``)."""
+    if abs(len(a) - len(b)) > most:
+        return most + 1
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, start=1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+        if min(row) > most:
+            return most + 1
+    return row[-1]
+
+
+def _misspelt(name: str, site: Site) -> list[str]:
+    """Module names of the site one or two edits from ``name`` (a name of 5 letters or more:
+    shorter ones are too close to each other to tell a typo from another module)."""
+    if len(name) < 5:
+        return []
+    names = sorted({m.name for m in site.modules} - {name})
+    return [n for n in names if len(n) >= 5 and edits(name.lower(), n.lower()) <= 2]
 
 
 def _unlisted(path: Path | str, line: int, spec: str, site: Site, versions: list[str]) -> Finding:

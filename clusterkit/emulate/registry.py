@@ -18,6 +18,7 @@ from dataclasses import dataclass
 JUDGE_MODULES = (
     "clusterkit.emulate.sbatch",
     "clusterkit.emulate.srun",
+    "clusterkit.emulate.ibrun",
     "clusterkit.emulate.lsf",
     "clusterkit.emulate.jsrun",
     "clusterkit.emulate.ddl",

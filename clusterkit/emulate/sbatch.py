@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterkit.emulate import launch_env, slurm, storage
+from clusterkit.emulate import launch_env, shell_checks, slurm, storage
 from clusterkit.emulate.body import Context, walk
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_scheduler, register_snippet_job
@@ -39,13 +39,23 @@ def check_slurm_script(
         return unreadable(path, site.name, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + script_refusals(script)
-    reqs = job_requests(script, argv, placeholders=site.placeholders)
+    shell, asked_bash = shell_checks.checks(script, site.placeholders)
+    report.findings += shell
+    reqs = job_requests(script, argv, placeholders=site.placeholders, plugins=site.generic)
+    # the account the site's own pages write (bdXXXYY) is a placeholder too, but a known one
+    example = site.account.get("example")
+    reqs[0].findings = [
+        f
+        for f in reqs[0].findings
+        if not (f.rule == "placeholder" and example and f"{example!r}" in f.message)
+    ]
     shapes = _shapes(reqs, site, report)
     if shapes:
         nodesets = component_nodes(shapes)
         env = job_env(site, path, reqs, shapes, nodesets)
         report.plan = job_plan(site, path, reqs, shapes, nodesets, env)
-        report.findings += script.parse_findings()
+        if not asked_bash:  # bash has said what it makes of the text; bashlex's trouble is its own
+            report.findings += script.parse_findings()
         ctx = _context(site, report, shapes, nodesets, env)
         ctx.features = storage.features(reqs[0].get("constraint"))
         walk(script, ctx)
@@ -72,7 +82,17 @@ def _context(
     env: dict[str, str],
 ) -> Context:
     first = shapes[0]
-    return Context(site, report, shapes, nodesets, first.partition, first.gpus_per_node, dict(env))
+    ctx = Context(site, report, shapes, nodesets, first.partition, first.gpus_per_node, dict(env))
+    if env:  # a whole job: what sbatch sets only on request is known to be missing
+        ctx.conditional = CONDITIONAL
+    return ctx
+
+
+# variables sbatch sets only when the job asks for what they hold (--cpus-per-task, --ntasks
+# or --ntasks-per-node); launch_env.slurm_job_env leaves them out otherwise
+CONDITIONAL = frozenset(
+    {"SLURM_CPUS_PER_TASK", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE"}
+)
 
 
 def component_nodes(shapes: list[slurm.Shape]) -> list[NodeSet]:

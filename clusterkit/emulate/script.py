@@ -20,6 +20,7 @@ import bashlex
 import bashlex.ast
 import bashlex.errors
 
+from clusterkit.grammars.placeholders import mask
 from clusterkit.sites.errors import Finding
 
 
@@ -214,8 +215,12 @@ def _mask_arithmetic(text: str) -> tuple[str, dict[str, str]]:
 
 
 def body_commands(text: str) -> list[Command]:
-    """Every simple command in ``text`` in source order (raises bashlex errors)."""
+    """Every simple command in ``text`` in source order (raises bashlex errors). Arithmetic
+    and ``<placeholder>`` words are read as plain words (bashlex would take ``<app>`` for a
+    redirection) and given back as written."""
     text, masked = _mask_arithmetic(text)
+    text, placeholders = mask(text)
+    masked.update(placeholders)
     collector = _Collector(_line_starts(text), masked)
     for tree in bashlex.parse(text):
         collector.visit(tree)

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
+    check_hint,
     count_with_type,
     gres_gpus,
+    is_count,
     literal_hint,
     node_range,
     positive_int,
@@ -57,6 +59,13 @@ class Shape:
     ntasks_given: bool = True  # --ntasks or --ntasks-per-node given: srun inherits SLURM_NTASKS
     tasks_per_node_given: bool = True  # srun inherits SLURM_NTASKS_PER_NODE
     component: int = 0  # of a heterogeneous job
+    # False on a site whose node sizes are not known (--site generic) when the job does not
+    # fix its node count: Slurm picks it from the node size, so a step's node count is not
+    # judged against it
+    nodes_known: bool = True
+    # False on such a site when the job names no tasks or CPUs (only --nodes): many sites then
+    # give whole nodes of a size not known here, so a step's CPUs are not judged against it
+    cpus_known: bool = True
 
     @property
     def node(self) -> NodeType:
@@ -88,6 +97,8 @@ class _Asked:
     gpus_per_task: int | None = None
     nodes: int = 1
     nodes_max: int | None = None
+    nodes_known: bool = True
+    cpus_known: bool = True
     ntasks: int = 1
     tasks_per_node: int = 1
     cpus_per_task: int = 1
@@ -109,6 +120,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         return rules.findings, None
     asked = _Asked(part)
     for rule in (
+        rules.hint,
         rules.account,
         rules.time,
         rules.gpus,
@@ -137,6 +149,8 @@ def _shape(req: JobRequest, a: _Asked) -> Shape:
         req.has("exclusive") or a.part.exclusive,
         ntasks_given=req.has("ntasks") or req.has("ntasks_per_node"),
         tasks_per_node_given=req.has("ntasks_per_node"),
+        nodes_known=a.nodes_known,
+        cpus_known=a.cpus_known,
     )
 
 
@@ -189,6 +203,8 @@ class _Rules:
     def partition(self) -> Partition | None:
         req, site, parts = self.req, self.site, self.site.partitions
         name = req.get("partition")
+        if site.generic:  # any name: the site's partitions are not known
+            return site.generic_partition(name or "(the default)")
         if name is None:
             return self._default_partition()
         if name not in parts:
@@ -230,8 +246,19 @@ class _Rules:
         )
         return None
 
+    def hint(self, a: _Asked) -> None:
+        text = self.req.get("hint")
+        if text is None:
+            return
+        try:
+            check_hint(text)
+        except SlurmValueError as exc:
+            self.bad("hint", "option-value", f"sbatch: error: {exc}")
+
     def account(self, a: _Asked) -> None:
         acct, rule = self.req.get("account"), self.site.account
+        if self.site.generic or "account" in self.req.placeholders:
+            return
         if acct is None and rule["required"]:
             self.bad(
                 None,
@@ -257,6 +284,8 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad("time", "time-format", f"sbatch: error: {exc}{literal_hint(text)}")
             return
+        if self.site.generic:
+            return
         if a.time_s is None or a.time_s > a.part.max_walltime_s:
             shown = "UNLIMITED" if a.time_s is None else format_seconds(a.time_s)
             self.bad(
@@ -268,7 +297,7 @@ class _Rules:
 
     def time_for_nodes(self, a: _Asked) -> None:
         """A limit that depends on the node count (a profile's walltime_by_nodes)."""
-        if a.time_s is None or a.time_s > a.part.max_walltime_s:
+        if self.site.generic or a.time_s is None or a.time_s > a.part.max_walltime_s:
             return
         limit, shown, why = a.part.walltime_limit(a.nodes)
         if a.time_s > limit:
@@ -293,7 +322,10 @@ class _Rules:
             for dest, read in forms:
                 if not req.has(dest):
                     continue
-                gpu_type, count = read(req.get(dest) or "")
+                if dest == "gres":
+                    gpu_type, count = gres_gpus(req.get(dest) or "", self.site.generic)
+                else:
+                    gpu_type, count = read(req.get(dest) or "")
                 a.gpu_dest = a.gpu_dest if a.gpu_dest and dest != "gpus_per_node" else dest
                 if dest == "gpus":
                     a.gpus_total = count
@@ -304,7 +336,7 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad(a.gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
         a.gpus_asked = per_node
-        if gpu_type is not None:
+        if gpu_type is not None and not self.site.generic:
             node = a.node
             self.bad(
                 a.gpu_dest,
@@ -329,6 +361,7 @@ class _Rules:
             a.nodes = math.ceil(ntasks / tpn)
         else:
             a.nodes = self._nodes_needed(a, ntasks)
+            a.nodes_known = not self.site.generic
         if ntasks and a.nodes > ntasks and nodes_min is not None:
             self.bad(
                 "ntasks",
@@ -340,6 +373,8 @@ class _Rules:
             a.nodes = ntasks
         a.tasks_per_node = tpn or (math.ceil(ntasks / a.nodes) if ntasks else 1)
         a.ntasks = ntasks or a.nodes * a.tasks_per_node
+        shaped = ("ntasks", "ntasks_per_node", "cpus_per_task", "ntasks_per_gpu", "mincpus")
+        a.cpus_known = not self.site.generic or any(self.req.has(d) for d in shaped)
 
     def _node_range(self, a: _Asked) -> int | None:
         text = self.req.get("nodes")
@@ -369,7 +404,7 @@ class _Rules:
         usable = a.node.usable_cores
         spec = self.req.get("core_spec")
         if spec is not None:
-            if spec.strip().isdigit():
+            if is_count(spec.strip()):
                 usable = max(a.node.cores - int(spec), 0)
             else:
                 self.bad(
@@ -487,7 +522,7 @@ class _Rules:
         """Reservations come and go with the site's operations; no profile lists them, so a
         named one is not judged (the test clusters generated from the profiles have none)."""
         name = self.req.get("reservation")
-        if name:
+        if name and not self.site.generic:
             self.bad(
                 "reservation",
                 "reservation-unknown",
@@ -498,6 +533,8 @@ class _Rules:
 
     def qos(self, a: _Asked) -> None:
         name, part, site = self.req.get("qos"), a.part, self.site
+        if site.generic:
+            return
         if name is None:
             if part.qos_required and "qos" not in self.req.placeholders:
                 self.bad(

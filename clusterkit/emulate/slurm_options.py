@@ -1,224 +1,216 @@
 """Slurm's grammars: the options of sbatch, srun and salloc, their values, and directives.
 
-Slurm parses options with getopt_long: short options take their value attached (``-N1``) or as
-the next word (``-N 1``), long options take ``--opt=value`` or ``--opt value``, and a long option
-may be abbreviated to any unique prefix. argparse implements the same grammar, so each tool's
-option table below becomes an ArgumentParser. Only the options' names and arities are modelled
-here; the grammars of their values (times, memory, GPU counts, node ranges) follow, then the
-way sbatch reads ``#SBATCH`` lines. What the values mean for a site is judged in
-:mod:`clusterkit.emulate.slurm`.
+Slurm parses options with getopt_long (optstring ``"+..."``): short options take their value
+attached (``-N1``) or as the next word (``-N 1``), and may be clustered (``-ul`` is ``-u -l``);
+long options take ``--opt=value`` or ``--opt value``, an optional argument only attached
+(``--exclusive=user``), and may be abbreviated to any unique prefix; the first word that is not
+an option (or ``--``) ends the options. :func:`parse` implements that grammar over the tables of
+:mod:`clusterkit.emulate.slurm_option_table`, read from Slurm's own sources for each release
+from 22.05 on; an option is known when any of those releases has it. The grammars of the
+values (times, memory, GPU counts, node ranges) follow, then the way sbatch reads ``#SBATCH``
+lines. What the values mean for a site is judged in :mod:`clusterkit.emulate.slurm`.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from dataclasses import dataclass
 from functools import cache
 
-# (short, long, takes_value, tools) -- tools: b = sbatch, r = srun, a = salloc
-# Names and arities from the sbatch(1), srun(1) and salloc(1) manual pages of Slurm 22.05-24.05.
-_V, _F = True, False
-OPTIONS: list[tuple[str | None, str, bool, str]] = [
-    ("-A", "--account", _V, "bra"),
-    (None, "--acctg-freq", _V, "bra"),
-    ("-a", "--array", _V, "b"),
-    (None, "--batch", _V, "b"),
-    (None, "--bb", _V, "bra"),
-    (None, "--begin", _V, "bra"),
-    ("-D", "--chdir", _V, "bra"),
-    (None, "--cluster-constraint", _V, "ba"),
-    ("-M", "--clusters", _V, "bra"),
-    (None, "--comment", _V, "bra"),
-    ("-C", "--constraint", _V, "bra"),
-    (None, "--container", _V, "br"),
-    (None, "--contiguous", _F, "bra"),
-    ("-S", "--core-spec", _V, "bra"),
-    (None, "--cores-per-socket", _V, "bra"),
-    (None, "--cpu-bind", _V, "r"),
-    (None, "--cpu-freq", _V, "bra"),
-    (None, "--cpus-per-gpu", _V, "bra"),
-    ("-c", "--cpus-per-task", _V, "bra"),
-    (None, "--deadline", _V, "bra"),
-    (None, "--delay-boot", _V, "bra"),
-    ("-d", "--dependency", _V, "bra"),
-    ("-m", "--distribution", _V, "bra"),
-    ("-e", "--error", _V, "br"),
-    ("-x", "--exclude", _V, "bra"),
-    (None, "--exact", _F, "r"),
-    (None, "--export", _V, "br"),
-    (None, "--export-file", _V, "b"),
-    ("-B", "--extra-node-info", _V, "bra"),
-    (None, "--get-user-env", _F, "ba"),
-    (None, "--gid", _V, "bra"),
-    (None, "--gpu-bind", _V, "bra"),
-    (None, "--gpu-freq", _V, "bra"),
-    ("-G", "--gpus", _V, "bra"),
-    (None, "--gpus-per-node", _V, "bra"),
-    (None, "--gpus-per-socket", _V, "bra"),
-    (None, "--gpus-per-task", _V, "bra"),
-    (None, "--gres", _V, "bra"),
-    (None, "--gres-flags", _V, "bra"),
-    (None, "--het-group", _V, "r"),
-    ("-H", "--hold", _F, "ba"),
-    (None, "--hint", _V, "bra"),
-    (None, "--ignore-pbs", _F, "b"),
-    ("-i", "--input", _V, "br"),
-    ("-J", "--job-name", _V, "bra"),
-    (None, "--jobid", _V, "r"),
-    (None, "--kill-on-invalid-dep", _V, "b"),
-    ("-K", "--kill-command", _V, "a"),
-    ("-l", "--label", _F, "r"),
-    ("-L", "--licenses", _V, "bra"),
-    (None, "--mail-type", _V, "bra"),
-    (None, "--mail-user", _V, "bra"),
-    (None, "--mcs-label", _V, "bra"),
-    (None, "--mem", _V, "bra"),
-    (None, "--mem-bind", _V, "bra"),
-    (None, "--mem-per-cpu", _V, "bra"),
-    (None, "--mem-per-gpu", _V, "bra"),
-    (None, "--mincpus", _V, "bra"),
-    (None, "--mpi", _V, "r"),
-    (None, "--multi-prog", _F, "r"),
-    (None, "--network", _V, "bra"),
-    (None, "--nice", _V, "bra"),
-    ("-k", "--no-kill", _F, "bra"),
-    (None, "--no-requeue", _F, "b"),
-    ("-F", "--nodefile", _V, "bra"),
-    ("-w", "--nodelist", _V, "bra"),
-    ("-N", "--nodes", _V, "bra"),
-    ("-n", "--ntasks", _V, "bra"),
-    (None, "--ntasks-per-core", _V, "bra"),
-    (None, "--ntasks-per-gpu", _V, "bra"),
-    (None, "--ntasks-per-node", _V, "bra"),
-    (None, "--ntasks-per-socket", _V, "bra"),
-    (None, "--open-mode", _V, "br"),
-    ("-o", "--output", _V, "br"),
-    ("-O", "--overcommit", _F, "bra"),
-    (None, "--overlap", _F, "r"),
-    ("-s", "--oversubscribe", _F, "bra"),
-    (None, "--parsable", _F, "b"),
-    ("-p", "--partition", _V, "bra"),
-    (None, "--power", _V, "bra"),
-    (None, "--prefer", _V, "bra"),
-    (None, "--priority", _V, "bra"),
-    (None, "--profile", _V, "bra"),
-    (None, "--propagate", _V, "br"),
-    (None, "--pty", _F, "r"),
-    ("-q", "--qos", _V, "bra"),
-    ("-Q", "--quiet", _F, "bra"),
-    (None, "--reboot", _F, "bra"),
-    (None, "--requeue", _F, "b"),
-    (None, "--reservation", _V, "bra"),
-    (None, "--signal", _V, "bra"),
-    (None, "--sockets-per-node", _V, "bra"),
-    (None, "--spread-job", _F, "bra"),
-    (None, "--switches", _V, "bra"),
-    ("-T", "--threads", _V, "r"),
-    (None, "--test-only", _F, "br"),
-    (None, "--thread-spec", _V, "bra"),
-    (None, "--threads-per-core", _V, "bra"),
-    ("-t", "--time", _V, "bra"),
-    (None, "--time-min", _V, "bra"),
-    (None, "--tmp", _V, "bra"),
-    (None, "--tres-per-task", _V, "bra"),
-    (None, "--uid", _V, "bra"),
-    (None, "--unbuffered", _F, "r"),
-    (None, "--use-min-nodes", _F, "bra"),
-    ("-v", "--verbose", _F, "bra"),
-    ("-W", "--wait", _F, "b"),
-    (None, "--wait-all-nodes", _V, "ba"),
-    (None, "--wckey", _V, "bra"),
-    (None, "--wrap", _V, "b"),
-    ("-X", "--disable-status", _F, "r"),
-    # the emulator's own option: never sent to a real Slurm
-    (None, "--dry-run", _F, ""),
-]
+from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
+from clusterkit.grammars.placeholders import ANGLE
 
+TOOLS = ("sbatch", "srun", "salloc")
 TOOL_LETTER = {"sbatch": "b", "srun": "r", "salloc": "a"}
+# Long names that Slurm's getopt table gives the same meaning (the same ``val``) as another
+ALIASES = {"tasks-per-node": "ntasks-per-node", "cpu_bind": "cpu-bind", "pack-group": "het-group"}
+# The emulator's own options: never sent to a real Slurm
+OWN_OPTIONS = (("dry-run", None, "F"),)
+# What an optional argument stands for when none is attached
+OPTIONAL_DEFAULT = {"exclusive": "node"}
 
 
 class OptionError(Exception):
-    """An option the tool does not know, or one missing its value."""
+    """An option the tool does not know, one missing its value, or an ambiguous prefix; the
+    message is getopt_long's own."""
 
 
 class SlurmValueError(ValueError):
     """An option value Slurm would refuse to parse."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print usage and exit(2)
-        raise OptionError(message)
-
-
 @dataclass(frozen=True)
 class OptionSpec:
-    short: str | None
-    long: str
-    takes_value: bool
+    short: str | None  # "-A"
+    long: str  # "--account"
+    takes_value: bool  # a value, required or optional
+    optional: bool = False  # the value only attached (--opt=value)
+    releases: str = ""  # the Slurm releases that have it ("22.05:", "" for the emulator's own)
 
     @property
     def dest(self) -> str:
-        return self.long[2:].replace("-", "_")
+        name = self.long[2:]
+        return ALIASES.get(name, name).replace("-", "_")
+
+    def in_release(self, release: str) -> bool:
+        """Whether Slurm ``release`` (``"23.11"``) has this option."""
+        return in_spans(self.releases, release)
 
 
-def specs(tool: str) -> list[OptionSpec]:
-    letter = TOOL_LETTER[tool]
-    return [OptionSpec(s, lo, v) for s, lo, v, tools in OPTIONS if letter in tools or not tools]
+def in_spans(spans: str, release: str) -> bool:
+    """Whether ``release`` falls in ``"22.05:"``, ``"22.05:23.11,24.05:"``, ..."""
+    key = _release_key(release)
+    for span in filter(None, spans.split(",")):
+        since, _, until = span.partition(":")
+        if _release_key(since) <= key and (not until or key < _release_key(until)):
+            return True
+    return False
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", release)[:2])
 
 
 @cache
-def build_parser(tool: str) -> argparse.ArgumentParser:
-    """An ArgumentParser that accepts exactly the options of ``tool`` (built once per tool;
-    parsing leaves it unchanged)."""
-    parser = _Parser(prog=tool, add_help=False, allow_abbrev=True)
-    for spec in specs(tool):
-        names = [n for n in (spec.short, spec.long) if n]
-        if spec.long == "--ntasks-per-node":
-            names.append("--tasks-per-node")
-        if spec.takes_value:
-            parser.add_argument(*names, dest=spec.dest, action="append")
-        else:
-            parser.add_argument(*names, dest=spec.dest, action="append_const", const=True)
-    # --exclusive takes an optional value (user, mcs, topo)
-    parser.add_argument("--exclusive", dest="exclusive", action="append", nargs="?", const="node")
-    if tool == "srun":
-        parser.add_argument("command", nargs=argparse.REMAINDER)
-    elif tool == "sbatch":
-        parser.add_argument("script", nargs="?")
-        parser.add_argument("script_args", nargs=argparse.REMAINDER)
-    else:
-        parser.add_argument("command", nargs=argparse.REMAINDER)
-    return parser
+def specs(tool: str, release: str | None = None) -> tuple[OptionSpec, ...]:
+    """The options of ``tool`` in Slurm ``release`` (None: in any release of the table), with
+    the emulator's own."""
+    column = TOOLS.index(tool)
+    out = []
+    for name, short, arity, *spans in SLURM_OPTIONS:
+        span = spans[column]
+        if not span or (release is not None and not in_spans(span, release)):
+            continue
+        letter = f"-{short}" if short else None
+        out.append(OptionSpec(letter, f"--{name}", arity != "F", arity == "O", span))
+    out += [OptionSpec(None, f"--{name}", arity != "F") for name, _s, arity in OWN_OPTIONS]
+    return tuple(out)
 
 
-def parse(tool: str, argv: list[str]) -> dict[str, list]:
-    """Parse ``argv`` as ``tool`` would; return {dest: [values in order]} for options given.
+@cache
+def _tables(tool: str) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
+    longs = {spec.long[2:]: spec for spec in specs(tool)}
+    shorts = {spec.short[1:]: spec for spec in specs(tool) if spec.short}
+    return longs, shorts
 
-    Positional parts (``script``, ``command``) are returned under their own keys.
-    """
-    parser = build_parser(tool)
-    ns = parser.parse_args(argv)
-    return {k: v for k, v in vars(ns).items() if v not in (None, [])}
+
+def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
+    """The option a ``--name[=value]`` word names (exact, else a unique prefix), and its
+    attached value."""
+    name, eq, value = word[2:].partition("=")
+    longs, _ = _tables(tool)
+    if name in longs:
+        return longs[name], value if eq else None
+    hits = [spec for n, spec in longs.items() if n.startswith(name)] if name else []
+    # getopt_long takes a prefix of several names that mean the same (an alias) as one
+    if len({(h.dest, h.takes_value, h.optional) for h in hits}) > 1:
+        names = " ".join(f"'{h.long}'" for h in hits)
+        raise OptionError(f"option '--{name}' is ambiguous; possibilities: {names}")
+    if not hits:
+        raise OptionError(f"unrecognized option '{word}'")
+    return hits[0], value if eq else None
+
+
+PLUGIN = "plugin_options"  # where parse(..., plugins=True) puts options Slurm does not have
+
+
+def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
+    """Parse ``argv`` as ``tool``'s getopt_long does; return {dest: [values in order]} for the
+    options given (a flag's value is True). What follows the options is returned as
+    ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch).
+
+    ``plugins``: the site may add options of its own (SPANK plugins, such as CSCS's
+    ``--uenv``), unknown here: a long option Slurm does not have and that is not a misspelling
+    of one (:func:`close_options`) is collected under ``PLUGIN`` as written, its value taken
+    only when attached (``--uenv=name``), instead of refused."""
+    out: dict[str, list] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        i += 1
+        if word.startswith("--"):
+            try:
+                spec, value = _long(tool, word)
+            except OptionError as exc:
+                if not (plugins and str(exc).startswith("unrecognized")):
+                    raise
+                near = close_options(tool, word)
+                if near:
+                    raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
+                out.setdefault(PLUGIN, []).append(word)
+                continue
+            if not spec.takes_value and value is not None:
+                raise OptionError(f"option '{spec.long}' doesn't allow an argument")
+            if spec.takes_value and not spec.optional and value is None:
+                if i >= len(words):
+                    raise OptionError(f"option '{spec.long}' requires an argument")
+                value, i = words[i], i + 1
+            _add(out, spec, value)
+            continue
+        _, shorts = _tables(tool)
+        k = 1
+        while k < len(word):
+            spec = shorts.get(word[k])
+            if spec is None:
+                raise OptionError(f"invalid option -- '{word[k]}'")
+            rest = word[k + 1 :]
+            if not spec.takes_value:
+                _add(out, spec, None)
+                k += 1
+                continue
+            if rest or spec.optional:
+                _add(out, spec, rest or None)
+            elif i < len(words):
+                _add(out, spec, words[i])
+                i += 1
+            else:
+                raise OptionError(f"option requires an argument -- '{word[k]}'")
+            break
+    rest = words[i:]
+    if tool == "sbatch":
+        if rest:
+            out["script"] = rest[0]
+            out["script_args"] = rest[1:]
+    elif rest:
+        out["command"] = rest
+    return out
+
+
+def _add(out: dict[str, list], spec: OptionSpec, value: str | None) -> None:
+    if value is None:
+        value = OPTIONAL_DEFAULT.get(spec.dest, True) if spec.takes_value else True
+    out.setdefault(spec.dest, []).append(value)
 
 
 def option_message(exc: Exception) -> str:
-    """An OptionError in the words getopt_long (and so sbatch, srun) would use."""
-    msg = str(exc)
-    m = re.match(r"unrecognized arguments: (.*)", msg)
-    if m:
-        return f"unrecognized option '{m[1].split()[0]}'"
-    m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument", msg)
-    if m:
-        return f"option '{m[1]}' requires an argument"
-    m = re.match(r"ambiguous option: (\S+) could match (.*)", msg)
-    if m:
-        return f"option '{m[1]}' is ambiguous; possibilities: {m[2]}"
-    return msg
+    """An OptionError in the words getopt_long (and so sbatch, srun) uses."""
+    return str(exc)
+
+
+def close_options(tool: str, word: str) -> list[str]:
+    """Options of ``tool`` a misspelt ``word`` (``--partion=gpu``) is near, for a hint."""
+    import difflib
+
+    name = word.split("=", 1)[0]
+    longs, _ = _tables(tool)
+    return [
+        f"--{n}" for n in difflib.get_close_matches(name.lstrip("-"), list(longs), n=3, cutoff=0.8)
+    ]
 
 
 # --------------------------------------------------------------------------- value grammars
+def is_count(text: str) -> bool:
+    """ASCII digits only, as Slurm's strtol reads them (str.isdigit takes '²' too)."""
+    return re.fullmatch(r"[0-9]+", text) is not None
+
+
 def slurm_time(text: str) -> int | None:
     """Seconds in a Slurm time limit; None for UNLIMITED/INFINITE.
 
@@ -236,7 +228,7 @@ def slurm_time(text: str) -> int | None:
         mi, s = int(m[3] or 0), int(m[4] or 0)
         return ((d * 24 + h) * 60 + mi) * 60 + s
     parts = t.split(":")
-    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+    if not all(is_count(p) for p in parts) or not 1 <= len(parts) <= 3:
         raise SlurmValueError(f"Invalid time specification {text!r}")
     nums = [int(p) for p in parts]
     if len(nums) == 1:
@@ -260,22 +252,25 @@ def slurm_mem_mb(text: str) -> int:
 def count_with_type(text: str, what: str) -> tuple[str | None, int]:
     """``[type:]N`` as used by --gpus, --gpus-per-node, --gpus-per-task."""
     parts = text.split(":")
-    if len(parts) == 1 and parts[0].isdigit():
+    if len(parts) == 1 and is_count(parts[0]):
         return None, int(parts[0])
-    if len(parts) == 2 and parts[1].isdigit():
+    if len(parts) == 2 and is_count(parts[1]):
         return parts[0], int(parts[1])
     raise SlurmValueError(f"Invalid {what} specification {text!r}")
 
 
-def gres_gpus(text: str) -> tuple[str | None, int]:
+def gres_gpus(text: str, other_names: bool = False) -> tuple[str | None, int]:
     """GPUs per node in a ``--gres`` list: ``gpu``, ``gpu:N``, ``gpu:type:N``.
 
     Another name (``nvme:1``) raises: the profiles describe GPUs only, as the generated
-    gres.conf does, and Slurm refuses a generic resource no node has.
+    gres.conf does, and Slurm refuses a generic resource no node has. With ``other_names``
+    (a site whose resources are not known) other names are passed over.
     """
     gpus_type, gpus = None, 0
     for item in text.split(","):
         fields = item.strip().split(":")
+        if fields[0] != "gpu" and other_names:
+            continue
         if fields[0] != "gpu":
             raise SlurmValueError(
                 f"Invalid generic resource (gres) specification {text!r}: no node has "
@@ -284,11 +279,11 @@ def gres_gpus(text: str) -> tuple[str | None, int]:
         if len(fields) == 1:
             gpus = 1
         elif len(fields) == 2:
-            if fields[1].isdigit():
+            if is_count(fields[1]):
                 gpus = int(fields[1])
             else:
                 gpus_type, gpus = fields[1], 1
-        elif len(fields) == 3 and fields[2].isdigit():
+        elif len(fields) == 3 and is_count(fields[2]):
             gpus_type, gpus = fields[1], int(fields[2])
         else:
             raise SlurmValueError(f"Invalid generic resource (gres) specification {text!r}")
@@ -302,6 +297,17 @@ def node_range(text: str) -> tuple[int, int]:
         raise SlurmValueError(f"Invalid node count specification {text!r}")
     lo = int(m[1])
     return lo, int(m[2] or lo)
+
+
+HINTS = ("compute_bound", "memory_bound", "multithread", "nomultithread", "help")
+
+
+def check_hint(text: str) -> None:
+    """``--hint`` values, as Slurm's verify_hint reads them (src/common/proc_args.c): a list
+    split at commas not followed by a digit, each one of HINTS in any case."""
+    for token in re.split(r",(?![0-9])", text):
+        if token.lower() not in HINTS:
+            raise SlurmValueError(f'unrecognized --hint argument "{token}", see --hint=help')
 
 
 def positive_int(text: str, what: str) -> int:
@@ -351,7 +357,8 @@ class Directives:
 def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The words of a directive after its prefix, as sbatch's get_argument() splits them:
     whitespace separates, quotes group, a backslash keeps the next character, an unquoted
-    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``) is one word.
+    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``), or one in angle
+    brackets (``<#sockets * s>``), is one word.
     Returns (words, problem); the problem is sbatch's message for a line it cannot split."""
     words: list[str] = []
     i, n = 0, len(rest)
@@ -366,6 +373,8 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
         while i < n and (quote or not rest[i].isspace()):
             ch = rest[i]
             hit = "" if quote else next((p for p in placeholders if rest.startswith(p, i)), "")
+            angle = None if quote or hit else ANGLE.match(rest, i)
+            hit = angle[0] if angle else hit
             if hit:
                 word += hit
                 i += len(hit)

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from clusterkit.emulate import slurm_options
 from clusterkit.emulate.script import JobScript
+from clusterkit.emulate.slurm_option_table import RELEASES
+from clusterkit.grammars.placeholders import is_ellipsis, placeholder_in
 from clusterkit.sites.errors import Finding
+
+# options whose value names what the reader owns: there the docs' "your_project"/"myproject"
+# words are placeholders too (elsewhere, a job called my_job is a name the reader may keep)
+OWNED = frozenset({"account", "partition", "qos", "reservation", "mail_user", "wckey"})
 
 
 def script_refusals(script: JobScript) -> list[Finding]:
@@ -88,14 +94,17 @@ def _merge(
     req: JobRequest, parsed: dict[str, list], line: int, placeholders: tuple[str, ...] = ()
 ) -> None:
     for dest, values in parsed.items():
-        if dest in {"script", "script_args", "command"}:
+        if dest in {"script", "script_args", "command", slurm_options.PLUGIN}:
             continue
         value = Value("" if values[-1] is True else str(values[-1]), line)
-        # an account placeholder stays: the site's account rule accepts it, and SLURM_JOB_ACCOUNT
-        # shows it; another stands for a value the reader fills in, and is not judged
-        if value.text in placeholders and dest != "account":
+        # a placeholder stands for a value the reader fills in, and is not judged; an account
+        # placeholder stays in the request too, for SLURM_JOB_ACCOUNT to show it
+        if placeholder_in(value.text, placeholders, words=dest in OWNED):
             req.placeholders[dest] = value
-            req.options.pop(dest, None)
+            if dest == "account":
+                req.options[dest] = value
+            else:
+                req.options.pop(dest, None)
         else:
             req.options[dest] = value
             req.placeholders.pop(dest, None)
@@ -117,6 +126,7 @@ def job_requests(
     argv: list[str] | None = None,
     tool: str = "sbatch",
     placeholders: tuple[str, ...] = (),
+    plugins: bool = False,
 ) -> list[JobRequest]:
     """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
     directives, then the command line, which wins. Findings about the script's directives as a
@@ -129,7 +139,7 @@ def job_requests(
             before = reqs[-1].options
             req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
         for d in (d for d in found.read if d.component == k):
-            _merge_directive(req, d, tool, placeholders)
+            _merge_directive(req, d, tool, placeholders, plugins)
         reqs.append(req)
     if argv:
         try:
@@ -144,7 +154,30 @@ def job_requests(
                 )
             )
     reqs[0].findings[:0] = _directive_notes(script.path, found, tool)
+    reqs[0].findings += fill_in_notes(script.path, reqs, tool)
     return reqs
+
+
+def fill_in_notes(path: Path, reqs: list[JobRequest], tool: str) -> list[Finding]:
+    """One "fill in" warning per option given as a placeholder (``-A <project>``)."""
+    out, seen = [], set()
+    for req in reqs:
+        for dest, value in req.placeholders.items():
+            if (dest, value) in seen:
+                continue
+            seen.add((dest, value))
+            option = "--" + dest.replace("_", "-")
+            out.append(
+                Finding(
+                    path,
+                    value.line,
+                    "placeholder",
+                    f"fill in {option}: {value.text!r} is a placeholder for your own value; "
+                    f"{tool} would refuse it as written",
+                    level="warning",
+                )
+            )
+    return out
 
 
 def job_request(
@@ -155,14 +188,22 @@ def job_request(
 
 
 def _merge_directive(
-    req: JobRequest, d: slurm_options.SbatchDirective, tool: str, placeholders: tuple[str, ...]
+    req: JobRequest,
+    d: slurm_options.SbatchDirective,
+    tool: str,
+    placeholders: tuple[str, ...],
+    plugins: bool = False,
 ) -> None:
+    if d.words and all(is_ellipsis(w) for w in d.words):
+        message = f"fill in this line: #SBATCH {' '.join(d.words)} stands for your own options"
+        req.findings.append(Finding(req.path, d.line, "placeholder", message, "warning"))
+        return
     if d.problem:
         message = f"{tool}: fatal: line {d.line}: {d.problem}"
         req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
         return
     try:
-        parsed = slurm_options.parse(tool, list(d.words))
+        parsed = slurm_options.parse(tool, list(d.words), plugins)
     except slurm_options.OptionError as exc:
         req.findings.append(
             Finding(
@@ -170,12 +211,28 @@ def _merge_directive(
             )
         )
         return
+    for word in parsed.get(slurm_options.PLUGIN, []):
+        req.findings.append(plugin_option(req.path, d.line, tool, word))
     stray = parsed.get("script") or parsed.get("command")  # a word that is not an option
     if stray:
         word = stray if isinstance(stray, str) else stray[0]
         message = f"{tool}: error: Invalid directive found in batch script: {word}"
         req.findings.append(Finding(req.path, d.line, "sbatch-option", message))
     _merge(req, parsed, d.line, placeholders)
+
+
+def plugin_option(path: Path | str, line: int, tool: str, word: str) -> Finding:
+    """A warning for an option Slurm's ``tool`` does not have, on a site whose plugins are not
+    known: a SPANK plugin may add it there, and nowhere else."""
+    name = word.split("=", 1)[0]
+    return Finding(
+        path,
+        line,
+        "plugin-option",
+        f"{tool}: {name} is not an option of Slurm's {tool} ({RELEASES[0]}-{RELEASES[-1]}): "
+        "only a site plugin (SPANK) can add it, and only that site's Slurm takes it; not judged",
+        level="warning",
+    )
 
 
 def _directive_notes(path: Path, found: slurm_options.Directives, tool: str) -> list[Finding]:

@@ -33,6 +33,7 @@ from clusterkit.emulate.slurm_options import (
     option_message,
     positive_int,
 )
+from clusterkit.emulate.slurm_request import plugin_option
 from clusterkit.sites.errors import Finding
 
 JOB_ID = 1000  # the job of a dry run
@@ -53,12 +54,13 @@ class Step:
 
 
 def step_request(
-    words: list[str], env: dict[str, str], expanded: bool = False
+    words: list[str], env: dict[str, str], expanded: bool = False, plugins: bool = False
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
-    dry run; ``expanded``: the shell has done it, as for the srun shim of a run)."""
+    dry run; ``expanded``: the shell has done it, as for the srun shim of a run; ``plugins``:
+    options of unknown site plugins are set aside, see :func:`slurm_options.parse`)."""
     words = words if expanded else expand_fields(words, env)
-    parsed = slurm_options.parse("srun", words)
+    parsed = slurm_options.parse("srun", words, plugins)
     return parsed, parsed.pop("command", [])
 
 
@@ -126,25 +128,32 @@ def check_steps(
     shapes: Shape | list[Shape],
     env: dict[str, str],
     expanded: bool = False,
+    generic: bool = False,
+    release: str = "22.05",
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
-    ``expanded``: the words come from a shell that has expanded them already."""
+    ``expanded``: the words come from a shell that has expanded them already. ``generic``: a
+    site of which only Slurm is known (``--site generic``): its plugins' options are set aside
+    with a warning. ``release``: the site's Slurm; from 23.11 on srun takes --cpus-per-task
+    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
     parts = split_parts(words)
     steps: list[Step] = []
     for index, part in enumerate(parts):
         try:
-            opts, command = step_request(part, env, expanded)
+            opts, command = step_request(part, env, expanded, plugins=generic)
         except slurm_options.OptionError as exc:
             judge.bad("srun-option", f"srun: {option_message(exc)}")
             return judge.findings, []
+        for word in opts.pop(slurm_options.PLUGIN, []):
+            judge.findings.append(plugin_option(path, line, "srun", word))
         groups = _groups(judge, opts, index, len(parts), len(shapes))
         if groups is None:
             return judge.findings, []
         for group in groups:
-            step = _one_step(judge, opts, command, shapes[group], env)
+            step = _one_step(judge, opts, command, shapes[group], env, inherits(release))
             if step is None:
                 return judge.findings, []
             step.het_group = group
@@ -185,17 +194,28 @@ def _groups(
 
 
 def _one_step(
-    judge: _Judge, opts: dict[str, list], command: list[str], shape: Shape, env: dict[str, str]
+    judge: _Judge,
+    opts: dict[str, list],
+    command: list[str],
+    shape: Shape,
+    env: dict[str, str],
+    inherit_cpus: bool = False,
 ) -> Step | None:
     try:
         nodes = judge.value(opts, "nodes", "--nodes")
         ntasks = judge.value(opts, "ntasks", "--ntasks")
         tpn_given = judge.value(opts, "ntasks_per_node", "--ntasks-per-node")
         cpt = judge.value(opts, "cpus_per_task", "--cpus-per-task")
-        # Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch unless
-        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason).
+        if opts.get("hint"):
+            slurm_options.check_hint(str(opts["hint"][-1]))
+        # Slurm 22.05 and 23.02's srun do not inherit --cpus-per-task from sbatch unless
+        # SRUN_CPUS_PER_TASK is set (the ARCHER2 scripts export it for that reason); 23.11
+        # went back to SLURM_CPUS_PER_TASK, which sbatch sets (SchedMD/slurm NEWS, "Changes in
+        # Slurm 23.11.0rc1": "Replace SRUN_CPUS_PER_TASK with SLURM_CPUS_PER_TASK and get back
+        # the previous behavior before Slurm 22.05").
+        inherited = "SLURM_CPUS_PER_TASK" if inherit_cpus else "SRUN_CPUS_PER_TASK"
         if cpt is None and "cpus_per_task" not in opts:
-            cpt = judge.number(env.get("SRUN_CPUS_PER_TASK") or "1", "SRUN_CPUS_PER_TASK")
+            cpt = judge.number(env.get(inherited) or "1", inherited)
     except SlurmValueError as exc:
         judge.bad("option-value", f"srun: error: {exc}")
         return None
@@ -207,6 +227,11 @@ def _one_step(
     step = Step(judge.line, nodes, ntasks, tpn, cpt or 1, command)
     step.gpus_asked = _gpus_asked(opts, nodes, tpn)
     return step
+
+
+def inherits(release: str) -> bool:
+    """Whether srun of Slurm ``release`` takes --cpus-per-task from SLURM_CPUS_PER_TASK."""
+    return slurm_options.in_spans("23.11:", release)
 
 
 def _gpus_asked(opts: dict[str, list], nodes: int, tpn: int) -> int | None:
@@ -260,11 +285,15 @@ def _shape_of_step(
 
 def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint: str) -> None:
     """Nodes and CPUs: at most what the allocation holds."""
+    if not shape.nodes_known:
+        return  # Slurm chose the node count from a node size not known here
     if nodes > shape.nodes:
         judge.bad(
             "step-nodes", f"srun: error: Only allocated {shape.nodes} nodes asked for {nodes}"
         )
         return
+    if not shape.cpus_known:
+        return  # the job's CPUs per node depend on a node size not known here
     node = shape.node
     per_cpu = node.threads_per_core if "nomultithread" in hint else 1
     need, have = tpn * cpt * per_cpu, shape.cpus_per_node
@@ -308,7 +337,16 @@ def _place_parts(judge: _Judge, steps: list[Step], shape: Shape) -> None:
 def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement | None) -> None:
     """An ``srun`` line of a batch script: its steps join the plan, and the program each starts
     is judged where it runs."""
-    findings, steps = check_steps(ctx.path, line, words[1:], ctx.allocation, ctx.env)
+    site = ctx.site
+    findings, steps = check_steps(
+        ctx.path,
+        line,
+        words[1:],
+        ctx.allocation,
+        ctx.env,
+        generic=site.generic,
+        release=site.slurm_release if site.scheduler == "slurm" else "22.05",
+    )
     ctx.extend(findings)
     for step in steps:
         shape = ctx.allocation[step.het_group]

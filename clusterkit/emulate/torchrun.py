@@ -68,7 +68,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def nproc_per_node(ns: argparse.Namespace, gpus: int) -> int | None:
     """The number of workers per node torchrun starts (None when it cannot be known statically)."""
     value = ns.nproc_per_node or "1"
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return int(value)
     if value == "gpu":
         return gpus

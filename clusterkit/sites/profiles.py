@@ -499,6 +499,33 @@ class Site:
     def line(self, *keys: Any) -> int:
         return line_of(self.data, keys)
 
+    def retired_path(self, path: str) -> dict | None:
+        """The retired file system (``retired_paths:``) that ``path`` lies on, if any."""
+        for fs in self.data.get("retired_paths", ()):
+            root = fs["path"].rstrip("/")
+            if path == root or path.startswith(root + "/"):
+                return fs
+        return None
+
+    @property
+    def slurm_release(self) -> str:
+        """The Slurm release the site runs (``scheduler.release``); 22.05 when the profile does
+        not say, and the newest the emulator knows for the generic site."""
+        return self.data["scheduler"].get("release", "22.05")
+
+    @property
+    def generic(self) -> bool:
+        """The generic Slurm site (``--site generic``): no facts of any one site, so the rules
+        that need them (partitions, accounts, QoS, node sizes, limits, modules) are not
+        applied, and every other rule is."""
+        return bool(self.data.get("generic"))
+
+    def generic_partition(self, name: str) -> Partition:
+        """A partition of the generic site: any name is taken, on nodes of unknown size."""
+        nt = self.node_types[GENERIC_NODE]
+        raw = {"node_type": GENERIC_NODE, "max_walltime": "UNLIMITED"}
+        return Partition(name, nt, 0, None, (), False, False, False, "current", raw)
+
 
 def _version_key(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-]", version))
@@ -819,11 +846,57 @@ def profile_paths(sites_dir: Path = SITES_DIR) -> list[Path]:
     return sorted(p for p in sites_dir.glob("*.yaml") if p.name != "schema.yaml")
 
 
+GENERIC = "generic"
+GENERIC_RELEASE = "25.11"  # the newest Slurm of clusterkit/emulate/slurm_option_table.py
+GENERIC_NODE = "any"
+# A node of the generic site: no size is known, so none is too small (rules that compare a
+# request with a node's cores, GPUs or memory do not apply there).
+_UNBOUNDED = 1 << 20
+
+
+def generic_site() -> Site:
+    """The site ``check-job --site generic`` judges against: a Slurm site of which nothing is
+    known beyond Slurm and bash themselves."""
+    data = {
+        "name": GENERIC,
+        "generic": True,
+        "title": "a Slurm site (generic: no site facts)",
+        "scheduler": {
+            "kind": "slurm",
+            "submit": "sbatch",
+            "directive": "#SBATCH",
+            "release": GENERIC_RELEASE,
+        },
+        "lifecycle": {"status": "current"},
+        "launchers": [{"name": "srun", "status": "current"}],
+        "node_types": {
+            GENERIC_NODE: {
+                "arch": "unknown",
+                "cpu": "unknown",
+                "sockets": 1,
+                "cores_per_socket": _UNBOUNDED,
+                "threads_per_core": 1,
+                "memory_gb": _UNBOUNDED,
+                "gpus": {"count": _UNBOUNDED, "model": "GPU", "vendor": None},
+            }
+        },
+        "partitions": {},
+        "account": {"required": False, "option": "--account", "pattern": ".*", "example": ""},
+        "modules": [],
+        "module_inventory": {"coverage": "partial"},
+        "placeholders": [],
+        "paths": {},
+    }
+    return Site(name=GENERIC, path=SITES_DIR / f"{GENERIC}.yaml", data=data)
+
+
 @cache
 def load_site(name: str) -> Site:
+    if name == GENERIC:
+        return generic_site()
     path = SITES_DIR / f"{name}.yaml"
     if not path.is_file():
-        known = ", ".join(p.stem for p in profile_paths())
+        known = ", ".join([*(p.stem for p in profile_paths()), GENERIC])
         raise ProfileError(
             [Finding(path, 0, "site-exists", f"no profile for site {name!r} (known: {known})")]
         )
