@@ -171,7 +171,9 @@ def tests(session: nox.Session) -> None:
     """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
     that runs a program in examples/ measures its lines (coverage.py, started by the hook in
     clusterkit/runs/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
-    and fails on a line that ran nowhere without a reason in tests/coverage-reasons.yaml."""
+    under _build/coverage/ (the docs build shows it) and fails on a line that ran nowhere without
+    a reason in tests/coverage-reasons.yaml. Every run fails if it changed a file of the checkout
+    (clusterkit.runs.clean_tree)."""
     # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
     apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     env = ml_env(session)
@@ -181,6 +183,9 @@ def tests(session: nox.Session) -> None:
     cov.unlink(missing_ok=True)
     lines = BUILD / "coverage" / "lines"
     run_ml(session, env, "python", "-m", "clusterkit.runs.program_lines", "start", str(lines))
+    # the run must leave the checkout as it found it (generated pages go under _build/)
+    tree = BUILD / "tree-before-tests.json"
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
     run_ml(
         session,
         env,
@@ -222,10 +227,11 @@ def tests(session: nox.Session) -> None:
             *(arg for log in logs for arg in ("--log", log)),
             "--lines",
             str(lines),
-            "--write",
-            str(ROOT / "docs" / "project" / "test-coverage.md"),
+            "--write",  # shown by docs/project/test-coverage.md in the next docs build
+            str(BUILD / "coverage" / "test-coverage.md"),
             "--check",
         )
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
 
 
 @nox.session(tags=["ci"])
