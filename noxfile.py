@@ -1,4 +1,5 @@
-"""Sessions: lint · tests · docs · check · slurm · browser · stacks · horovod · linkcheck · serve.
+"""Sessions: lint · tests · docs · check · affected · slurm · browser · stacks · horovod ·
+linkcheck · serve.
 
 ``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
 PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
@@ -12,6 +13,7 @@ is built once per PyTorch, TensorFlow and Python version of ``.nox/_ml`` into
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -230,6 +232,57 @@ def tests(session: nox.Session) -> None:
             "--write",  # shown by docs/project/test-coverage.md in the next docs build
             str(BUILD / "coverage" / "test-coverage.md"),
             "--check",
+        )
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
+
+
+@nox.session(venv_backend="none")
+def affected(session: nox.Session) -> None:
+    """Only what a change reaches: ``nox -s affected -- BASE`` (default HEAD, the uncommitted
+    changes) runs the tests of the files changed since BASE, from a map read from the sources
+    (clusterkit.pages.affected: a page's blocks, the pages and runs of an example, a trainer's
+    tests and the scripts that start it, every page and script of a profile's site), and the
+    fast static pass when anything outside tests/ changed. A change to clusterkit/, this file,
+    requirements/ and the like reaches everything: the sessions of ``nox -t ci`` follow."""
+    base = session.posargs[0] if session.posargs else "HEAD"
+    env = ml_env(session)
+    python = str(ML_ENV / "bin" / "python")
+    found = session.run(
+        python, "-m", "clusterkit.pages.affected", base, "--json", external=True, silent=True
+    )
+    plan = json.loads(str(found).strip().splitlines()[-1])
+    run_ml(session, env, "python", "-m", "clusterkit.pages.affected", base)
+    if plan["everything"]:
+        for name in ("lint", "tests", "docs", "slurm", "browser", "stacks"):
+            session.notify(name)
+        return
+    if not plan["static"] and not plan["pytest"]:
+        session.log(f"nothing changed since {base} reaches a test")
+        return
+    tree = BUILD / "tree-before-affected.json"
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
+    if plan["static"]:
+        run_ml(session, env, "python", "-m", "clusterkit.pages.fast", "-q")
+    if plan["pytest"]:
+        apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
+        extra = {"CLUSTERKIT_REQUIRE_REFRAME": "1", "CLUSTERKIT_REQUIRE_MPIRUN": "1"}
+        if any(t.startswith("tests/horovod/") for t in plan["pytest"]):
+            horovod_installed(session, env)
+            extra["CLUSTERKIT_REQUIRE_HOROVOD"] = "1"
+        workers = ["-n", "auto"] if len(plan["pytest"]) > 2 else []
+        run_ml(
+            session,
+            env,
+            "python",
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-affected'}",
+            *workers,
+            "-q",
+            *plan["pytest"],
+            extra_env=extra,
         )
     run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
 
