@@ -8,8 +8,9 @@ which runs it. The map is read from the sources each time, never kept by hand:
 * an example job script: the pages that include it (their ``{literalinclude}``), and its
   scaled-down run in tests/test_examples_run.py when it starts a trainer on a Slurm site;
 * a training program (``examples/<framework>/*.py``): its tests (clusterkit.runs.stack_ci's
-  ``TESTS``), the runs of the job scripts that start it, and its option page (the
-  ``{argparse}`` page whose ``:prog:`` names it);
+  ``TESTS``), the runs of the job scripts that start it, its option page (the ``{argparse}``
+  page whose ``:prog:`` names it) and the pages that name it (their commands and sentences
+  give its options);
 * a profile (``sites/<name>.yaml``): every page of that site (front matter ``site:``, a tab or
   marker of the site, a stack of the site, its recipes and reference page) and the runs of
   every job script under ``examples/<name>/``;
@@ -241,6 +242,9 @@ def plan(changed: list[str]) -> Plan:
                         out.add(node, rel)
                 if (page := option_page(parts[-1])) is not None:
                     out.add(page, rel)
+                for page in _pages():  # its options named in commands and sentences
+                    if re.search(rf"(?<![\w-]){re.escape(parts[-1])}\b", page.text):
+                        out.add(page.rel, rel)
         elif top == "sites" and rel.endswith(".yaml") and len(parts) == 2:
             name = Path(rel).stem
             for page in pages_of_site(name):
