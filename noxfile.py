@@ -1,4 +1,5 @@
-"""Sessions: lint · tests · docs · check · slurm · browser · stacks · horovod · linkcheck · serve.
+"""Sessions: lint · tests · docs · check · affected · slurm · browser · stacks · horovod ·
+linkcheck · serve.
 
 ``nox -s docs`` builds the site; ``nox -t ci`` runs everything CI runs. Sessions that need
 PyTorch and TensorFlow share one environment, ``.nox/_ml``, built once and rebuilt only when
@@ -12,6 +13,7 @@ is built once per PyTorch, TensorFlow and Python version of ``.nox/_ml`` into
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -171,7 +173,9 @@ def tests(session: nox.Session) -> None:
     """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
     that runs a program in examples/ measures its lines (coverage.py, started by the hook in
     clusterkit/runs/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
-    and fails on a line that ran nowhere without a reason in tests/coverage-reasons.yaml."""
+    under _build/coverage/ (the docs build shows it) and fails on a line that ran nowhere without
+    a reason in tests/coverage-reasons.yaml. Every run fails if it changed a file of the checkout
+    (clusterkit.runs.clean_tree)."""
     # mpirun: the MPI-backend tests; rsync: the copies the pages show run with --dry-run
     apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     env = ml_env(session)
@@ -181,6 +185,9 @@ def tests(session: nox.Session) -> None:
     cov.unlink(missing_ok=True)
     lines = BUILD / "coverage" / "lines"
     run_ml(session, env, "python", "-m", "clusterkit.runs.program_lines", "start", str(lines))
+    # the run must leave the checkout as it found it (generated pages go under _build/)
+    tree = BUILD / "tree-before-tests.json"
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
     run_ml(
         session,
         env,
@@ -222,10 +229,67 @@ def tests(session: nox.Session) -> None:
             *(arg for log in logs for arg in ("--log", log)),
             "--lines",
             str(lines),
-            "--write",
-            str(ROOT / "docs" / "project" / "test-coverage.md"),
+            "--write",  # shown by docs/project/test-coverage.md in the next docs build
+            str(BUILD / "coverage" / "test-coverage.md"),
             "--check",
         )
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
+
+
+@nox.session(venv_backend="none")
+def affected(session: nox.Session) -> None:
+    """Only what a change reaches: ``nox -s affected -- BASE`` (default HEAD, the uncommitted
+    changes) runs the tests of the files changed since BASE, from a map read from the sources
+    (clusterkit.pages.affected: a page's blocks, the pages and runs of an example, a trainer's
+    tests and the scripts that start it, every page and script of a profile's site), and the
+    fast static pass when anything outside tests/ changed. A change to clusterkit/, this file,
+    requirements/ and the like reaches everything: the sessions of ``nox -t ci`` follow."""
+    base = session.posargs[0] if session.posargs else "HEAD"
+    env = ml_env(session)
+    python = str(ML_ENV / "bin" / "python")
+    found = session.run(
+        python, "-m", "clusterkit.pages.affected", base, "--json", external=True, silent=True
+    )
+    plan = json.loads(str(found).strip().splitlines()[-1])
+    run_ml(session, env, "python", "-m", "clusterkit.pages.affected", base)
+    if plan["everything"]:
+        for name in ("lint", "tests", "docs", "slurm", "browser", "stacks"):
+            session.notify(name)
+        return
+    if not plan["static"] and not plan["pytest"]:
+        session.log(f"nothing changed since {base} reaches a test")
+        return
+    tree = BUILD / "tree-before-affected.json"
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
+    failed = []
+    if plan["static"]:  # its findings are reported; the tests still run, then the session fails
+        fast = [str(ML_ENV / "bin" / "python"), "-m", "clusterkit.pages.fast", "-q"]
+        if subprocess.run(fast, env={**os.environ, **env}).returncode:
+            failed.append("the fast static pass")
+    if plan["pytest"]:
+        apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
+        extra = {"CLUSTERKIT_REQUIRE_REFRAME": "1", "CLUSTERKIT_REQUIRE_MPIRUN": "1"}
+        if any(t.startswith("tests/horovod/") for t in plan["pytest"]):
+            horovod_installed(session, env)
+            extra["CLUSTERKIT_REQUIRE_HOROVOD"] = "1"
+        workers = ["-n", "auto"] if len(plan["pytest"]) > 2 else []
+        run_ml(
+            session,
+            env,
+            "python",
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-affected'}",
+            *workers,
+            "-q",
+            *plan["pytest"],
+            extra_env=extra,
+        )
+    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
+    if failed:
+        session.error(f"{', '.join(failed)} failed (above)")
 
 
 @nox.session(tags=["ci"])

@@ -117,6 +117,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return fast.main([])
 
 
+def cmd_new_site(args: argparse.Namespace) -> int:
+    """The files of a new site, its facts left as fill-in markers (clusterkit.pages.scaffold)."""
+    from clusterkit.pages import scaffold
+
+    extra = ["--title", args.title] if args.title else []
+    return scaffold.main([args.name, *extra, *(["--dry-run"] if args.dry_run else [])])
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="clusterkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -154,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--site", required=True)
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_modulefiles)
+    s = sub.add_parser(
+        "new-site", help="write a new site's profile, pages and job scripts with fill-in markers"
+    )
+    s.add_argument("name", help="lowercase words joined by hyphens (isambard-ai)")
+    s.add_argument("--title", help="the site's name as its documentation writes it")
+    s.add_argument("--dry-run", action="store_true", help="list the files; write nothing")
+    s.set_defaults(func=cmd_new_site)
     return p
 
 

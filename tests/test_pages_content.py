@@ -1,4 +1,6 @@
 """Content checks for the documentation pages, beyond what each code block's own test covers.
+The rules any site's pages keep are :mod:`clusterkit.pages.site_pages` (the fast pass runs them
+too); the tests here hold the pages to them, and add the rules of particular sites.
 
 * The landing page's site x framework matrix links to pages that exist, that show a complete
   job script from examples/ (one click to the page, the script is on it), and whose anchors
@@ -23,74 +25,36 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.pages.sphinxext import SHOWS, facts_rows
+from clusterkit.pages import site_pages as SP
 from clusterkit.sites.profiles import all_sites, load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-LINK = re.compile(r"\[[^\]]+\]\((?P<target>[^)\s]+)\)")
-JOB_SUFFIXES = (".sbatch", ".slurm", ".lsf")
+SITES = list(all_sites())
 
 
 def _matrix_rows() -> list[str]:
-    text = (DOCS / "index.md").read_text(encoding="utf-8")
-    start = text.index("| Site | PyTorch | TensorFlow |")
-    rows = []
-    for line in text[start:].splitlines()[2:]:
-        if not line.startswith("|"):
-            break
-        rows.append(line)
-    return rows
-
-
-def _anchors(page: Path) -> set[str]:
-    text = page.read_text(encoding="utf-8")
-    out = set(re.findall(r"^\((?P<label>[\w-]+)\)=\s*$", text, re.M))
-    for heading in re.findall(r"^#{1,3}\s+(.+?)\s*$", text, re.M):
-        slug = re.sub(r"[^\w\- ]", "", heading.lower()).strip().replace(" ", "-")
-        out.add(slug)
-    return out
+    return [" | ".join(["", *cells, ""]).strip() for _, cells in SP.matrix_rows(DOCS)]
 
 
 def test_matrix_has_every_site_row():
     """Every site with a profile has a row (or several, one per kind of node) in the matrix."""
-    firsts = [row.split("|")[1].strip() for row in _matrix_rows()]
-    for site in all_sites():
-        assert any(f.startswith(site.title) for f in firsts), f"no matrix row for {site.title}"
+    assert not [f for f in SP.check_matrix(DOCS, SITES) if f.rule == "matrix-row"]
+    firsts = [cells[0] for _, cells in SP.matrix_rows(DOCS)]
     for name in ("ARCHER2 GPU", "ARCHER2 CPU"):
         assert any(f.startswith(name) for f in firsts), f"no matrix row for {name}"
 
 
-@pytest.mark.parametrize("row", _matrix_rows(), ids=lambda r: r.split("|")[1].strip()[:20])
+@pytest.mark.parametrize("row", SP.matrix_rows(DOCS), ids=lambda r: r[1][0][:20])
 def test_matrix_links_reach_job_scripts(row):
-    cells = [c.strip() for c in row.split("|")[1:-1]]
-    assert len(cells) == 3, row
-    for cell in cells[1:]:
-        links = [m["target"] for m in LINK.finditer(cell)]
-        assert links, f"matrix cell without a link: {cell!r}"
-        for target in links:
-            path, _, anchor = target.partition("#")
-            page = (DOCS / path).resolve()
-            assert page.is_file(), f"{target}: no such page"
-            text = page.read_text(encoding="utf-8")
-            scripts = re.findall(r"\{literalinclude\}\s+(\S+)", text)
-            jobs = [s for s in scripts if s.endswith(JOB_SUFFIXES)]
-            assert jobs, f"{target}: the page shows no job script"
-            for s in jobs:
-                assert (page.parent / s).resolve().is_file(), f"{target}: {s} missing"
-            if anchor:
-                assert anchor in _anchors(page), f"{target}: no anchor {anchor!r}"
+    line, _ = row
+    found = [f for f in SP.check_matrix(DOCS, SITES) if f.line == line]
+    assert not found, "\n".join(map(str, found))
 
 
 def test_tab_labels_are_site_titles():
-    titles = {s.title for s in all_sites()}
-    bad = []
-    for page in DOCS.rglob("*.md"):
-        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-            m = re.match(r"^[`:]{3,}\{group-tab\}\s+(.+?)\s*$", line)
-            if m and m[1] not in titles:
-                bad.append(f"{page.relative_to(ROOT)}:{n}: {m[1]!r}")
-    assert not bad, "group-tab labels must be site titles:\n" + "\n".join(bad)
+    bad = SP.check_tab_labels(DOCS, SITES)
+    assert not bad, "group-tab labels must be site titles:\n" + "\n".join(map(str, bad))
 
 
 def test_setup_script_loads_modules_the_profile_knows():
@@ -137,16 +101,12 @@ def test_historical_content_is_marked(rel):
         )
 
 
-@pytest.mark.parametrize("site", list(all_sites()), ids=lambda s: s.name)
+@pytest.mark.parametrize("site", SITES, ids=lambda s: s.name)
 def test_reference_page_shows_every_table_the_profile_fills(site):
     """docs/reference/sites/<name>.md has a {site-facts} table for each part of the profile
     that has rows (nodes, partitions, stacks, ...), so that a new site's page lacks none."""
-    page = DOCS / "reference" / "sites" / f"{site.name}.md"
-    assert page.is_file(), f"no reference page for {site.name}"
-    head = r"^[`:]{3,}\{site-facts\}\s+" + re.escape(site.name) + r"\s*\n:show:\s*(\w+)"
-    shown = set(re.findall(head, page.read_text(encoding="utf-8"), re.M))
-    filled = {show for show in SHOWS if facts_rows(site, show)[1]}
-    assert filled <= shown, f"{page.relative_to(ROOT)} leaves out {sorted(filled - shown)}"
+    found = SP.check_reference_pages(DOCS, [site])
+    assert not found, "\n".join(map(str, found))
 
 
 # Recipes of a closed site -> the site whose recipes its users now need.
@@ -188,52 +148,25 @@ def test_moving_on_links_every_recipe_of_the_sites_users_moved_to():
 
 
 # The trainers, and the option pages generated from their parsers.
-TRAINER_PAGES = {
-    "train_resnet.py": "/reference/trainers/pytorch",
-    "train_resnet_keras.py": "/reference/trainers/tensorflow",
-}
-INCLUDE = re.compile(r"^```\{literalinclude\}\s+(?P<path>\S+)", re.M)
+TRAINER_PAGES = SP.trainer_pages(DOCS)
 
 
-def _site_recipes_running(program: str) -> dict[str, str]:
-    """Site recipes (docs/howto/<site>/*.md) that show a job script starting ``program``:
-    their doc name -> their text."""
-    sites = {s.name for s in all_sites()}
-    out = {}
-    for page in sorted((DOCS / "howto").glob("*/*.md")):
-        if page.parent.name not in sites:
-            continue
-        text = page.read_text(encoding="utf-8")
-        for m in INCLUDE.finditer(text):
-            shown = (page.parent / m["path"]).resolve()
-            if shown.suffix in JOB_SUFFIXES and re.search(
-                rf"\b{re.escape(program)}\b", shown.read_text(encoding="utf-8")
-            ):
-                out[f"/{page.relative_to(DOCS).with_suffix('').as_posix()}"] = text
-    return out
+def test_the_trainers_option_pages_are_found():
+    assert TRAINER_PAGES == {
+        "train_resnet.py": "/reference/trainers/pytorch",
+        "train_resnet_keras.py": "/reference/trainers/tensorflow",
+    }
 
 
 def test_how_tos_link_the_trainers_instead_of_listing_them():
-    for page in sorted((DOCS / "howto").rglob("*.md")):
-        text = page.read_text(encoding="utf-8")
-        for m in INCLUDE.finditer(text):
-            assert Path(m["path"]).name not in TRAINER_PAGES, (
-                f"{page.relative_to(ROOT)} lists {Path(m['path']).name} whole; link its "
-                "option page and a download instead"
-            )
+    found = [f for f in SP.check_trainer_pages(DOCS, SITES) if "whole" in f.message]
+    assert not found, "\n".join(map(str, found))
 
 
 @pytest.mark.parametrize("program", sorted(TRAINER_PAGES))
 def test_recipes_and_the_trainers_option_page_link_each_other(program):
     """A recipe that runs a trainer links its generated option page and a download of it; the
     option page lists every recipe that runs it."""
-    reference = TRAINER_PAGES[program]
-    recipes = _site_recipes_running(program)
-    assert recipes, f"no recipe runs {program}"
-    for doc, text in recipes.items():
-        assert f"{{doc}}`{reference}`" in text, f"{doc} runs {program}, does not link {reference}"
-        assert re.search(rf"\{{download\}}`[^`]*<[^>]*/{re.escape(program)}>`", text), (
-            f"{doc} runs {program} but gives no download of it"
-        )
-    listed = {m["target"] for m in DOC_LINK.finditer((DOCS / f"{reference[1:]}.md").read_text())}
-    assert set(recipes) <= listed, f"{reference} does not list {sorted(set(recipes) - listed)}"
+    assert SP.site_recipes_running(DOCS, program, SITES), f"no recipe runs {program}"
+    found = [f for f in SP.check_trainer_pages(DOCS, SITES) if program in f.message]
+    assert not found, "\n".join(map(str, found))

@@ -53,9 +53,10 @@ from clusterkit.grammars import myst as P
 from clusterkit.sites import contracts as C
 from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import ROOT
+from clusterkit.sites.root import CACHE as CACHE_ROOT
 
 CONTRACTS_DIR = ROOT / "contracts"
-CACHE_DIR = ROOT / ".cache" / "contracts"
+CACHE_DIR = CACHE_ROOT / "contracts"
 # Imported by the project's examples and by the benchmarks, but not needed to build a parser.
 HEAVY = ("torch", "torchvision", "tensorflow", "keras", "horovod", "apex", "jax", "mpi4py")
 

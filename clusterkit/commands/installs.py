@@ -32,8 +32,9 @@ from clusterkit.grammars import pip_cli
 from clusterkit.sites import channels
 from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import ROOT
+from clusterkit.sites.root import CACHE as CACHE_ROOT
 
-CACHE = ROOT / ".cache" / "installs"
+CACHE = CACHE_ROOT / "installs"
 PYPI = "https://pypi.org/simple"
 # uv's names for the manylinux platforms of each architecture the profiles name
 PLATFORMS = {

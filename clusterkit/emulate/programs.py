@@ -16,11 +16,12 @@ from clusterkit.emulate import torchrun
 from clusterkit.emulate.body import Context, Placement
 from clusterkit.emulate.registry import register_command
 from clusterkit.emulate.script import text_lines
+from clusterkit.grammars import argparse_ast
 from clusterkit.sites import contracts, stacks
 from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import Partition
+from clusterkit.sites.root import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 # How a job asks for the GPUs of its nodes, by scheduler
 GPU_REQUESTS = {"slurm": "--gres=gpu:N, --gpus-per-node=N or --gpus=N", "lsf": "jsrun -g N"}
 
@@ -133,8 +134,14 @@ def _contract(ctx: Context, line: int, script: str) -> contracts.Contract | None
     found = contracts.find_third_party(script, ctx.report.text)
     target = resolve_script(script, ctx.path)
     if found is None and target is not None:
-        # a script we can read (the project's examples, or a copy next to the job script)
-        try:
+        # a script we can read (the project's examples, or a copy next to the job script): its
+        # parser from the source, so that no framework need be installed to judge a job
+        data = argparse_ast.read_options(target)
+        if data is not None:
+            return contracts.Contract(
+                target.name, data["options"], str(target), data["allow_abbrev"]
+            )
+        try:  # a parser the source alone does not give: read it by running the script
             return contracts.own_contract(target)
         except contracts.ContractError as exc:
             ctx.add(line, "script-contract", str(exc))

@@ -3,7 +3,8 @@
 * the command lines of real tools the emulation does not run: ``pip_cli``, ``conda_cli``,
   ``slurm_query`` (``squeue``, ``sacct``, ``scontrol``, ``seff``), ``reframe_cli``,
   ``tensorboard_cli``, ``profilers`` (Nsight Systems, rocprof, ...); ``trainer_help``: the
-  options of the project's own trainers, read from their source;
+  options of the project's own trainers, read from their source; ``argparse_ast``: the
+  argparse options of any script a job starts, read from its source as a contract;
 * the pages: ``myst`` (a MyST page's code blocks, inline spans, markers, front matter and
   tabs, and the logical shell lines of a block or an example file), ``prose`` (paragraphs,
   sentences, inline spans sorted into commands, options and tool names).

@@ -10,6 +10,9 @@
   ``cited_headings``): what pages and comments say; ``published_check``,
   ``published_page``: the emulator against the sites' published job scripts, and the page of
   what it found;
+* ``site_pages``: the rules each site's pages keep (landing matrix, reference page, trainer
+  option pages, tab labels, no fill-in marker left); ``scaffold``: ``new-site``, the files of a
+  new site with its facts as fill-in markers;
 * ``fast``: every static check, in one command.
 
 May import: :mod:`clusterkit.sites`, :mod:`clusterkit.grammars`, :mod:`clusterkit.emulate`,

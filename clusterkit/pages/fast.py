@@ -4,8 +4,12 @@
 
 No PyTorch or TensorFlow is imported and nothing trains. In order:
 
+* ``fill-in``: no scaffold marker (``FILL-IN:`` and a key, which ``python -m clusterkit
+  new-site`` writes where a fact is needed) is left in a profile, page or example;
 * ``profiles``: every ``sites/*.yaml`` against the schema and the consistency rules, and every
-  recorded channel manifest (``contracts/channels/*.yaml``) against its own;
+  recorded channel manifest (``contracts/channels/*.yaml``) against its own; a profile that
+  still holds fill-in markers is not validated. Every check below reads the profiles: while
+  one does not load, they are skipped, saying so;
 * ``jobs``: every job script under ``examples/<site>/`` through the scheduler emulator's dry
   run against its site (Slurm or LSF); the command lines of the project's own training
   scripts are judged against their parsers, read with the frameworks stubbed out (or from the
@@ -19,11 +23,16 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
 * ``content``: what pages and comments say against the trainers' help, cited headings, pinned
   installs and images, rank bindings against loader workers, job scripts' environments against
   the pages that create them (:mod:`clusterkit.pages.content`);
+* ``site-pages``: the rules each site's pages keep (:mod:`clusterkit.pages.site_pages`): a row
+  in the landing matrix for every profile, each PyTorch and TensorFlow cell reaching a page
+  with a job script, the reference page with every facts table, the trainers' option pages
+  listing every recipe that runs them, tab labels;
 * ``stacks``: every software stack a page names (front matter ``stacks:``) is in a profile, the
   page shows it (``{page-stacks}``), and every page that runs a training program names one;
 * ``shellcheck``: every shell example and every shell block of the pages;
-* ``sphinx``: ``sphinx-build -b dummy -W -n`` (references, toctrees, directives), run in
-  parallel with the rest; skipped, saying so, where Sphinx is not installed.
+* ``sphinx``: ``sphinx-build -b dummy -W -n`` (references, toctrees: a page no toctree lists
+  fails, directives), run in parallel with the rest; skipped, saying so, where Sphinx is not
+  installed.
 
 ``--only NAME`` / ``--skip NAME`` pick checks; ``-q`` prints findings and the summary only.
 """
@@ -48,6 +57,7 @@ from clusterkit.sites.errors import CheckError, Finding
 from clusterkit.sites.profiles import ROOT
 
 CHECKS = [
+    "fill-in",
     "profiles",
     "jobs",
     "deprecations",
@@ -55,10 +65,13 @@ CHECKS = [
     "inventories",
     "coverage",
     "content",
+    "site-pages",
     "stacks",
     "shellcheck",
     "sphinx",
 ]
+# Checks that read no profile, so they run while one does not load.
+NO_PROFILES = {"fill-in", "profiles", "shellcheck"}
 
 
 @dataclass
@@ -76,6 +89,7 @@ class Result:
 
 # --------------------------------------------------------------------------- checks
 def check_profiles() -> Result:
+    from clusterkit.pages.site_pages import has_markers
     from clusterkit.sites.channels import CHANNELS_DIR, load_manifest
     from clusterkit.sites.profiles import load_profile, profile_paths
 
@@ -83,11 +97,34 @@ def check_profiles() -> Result:
     paths = profile_paths()
     manifests = sorted(p for p in CHANNELS_DIR.glob("*.yaml") if p.name != "schema.yaml")
     for p, load in [*((p, load_profile) for p in paths), *((p, load_manifest) for p in manifests)]:
+        if has_markers(p):
+            r.findings.append(
+                Finding(p, 0, "fill-in", "not validated while it holds fill-in markers (above)")
+            )
+            continue
         try:
             load(p)
         except CheckError as exc:
             r.findings += exc.findings
     r.summary = f"{len(paths)} profile(s), {len(manifests)} channel manifest(s)"
+    return r
+
+
+def check_fill_in() -> Result:
+    from clusterkit.pages import site_pages
+
+    r = Result("fill-in")
+    r.findings = site_pages.fill_in_markers()
+    r.summary = "no scaffold markers left" if not r.findings else "scaffold markers left"
+    return r
+
+
+def check_site_pages() -> Result:
+    from clusterkit.pages import site_pages
+
+    r = Result("site-pages")
+    r.findings = site_pages.check_all()
+    r.summary = "landing matrix, reference pages, trainer pages, tab labels"
     return r
 
 
@@ -262,6 +299,7 @@ def sphinx_command(out: Path) -> list[str] | None:
 
 # --------------------------------------------------------------------------- driver
 RUNNERS: dict[str, Callable[[], Result]] = {
+    "fill-in": check_fill_in,
     "profiles": check_profiles,
     "jobs": check_jobs,
     "deprecations": check_deprecations,
@@ -269,6 +307,7 @@ RUNNERS: dict[str, Callable[[], Result]] = {
     "inventories": check_inventories,
     "coverage": check_coverage,
     "content": check_content,
+    "site-pages": check_site_pages,
     "stacks": check_stacks,
     "shellcheck": check_shellcheck,
 }
@@ -278,28 +317,33 @@ def run(names: list[str], quiet: bool = False) -> list[Result]:
     start = time.perf_counter()
     sphinx_proc = None
     tmp = None
-    if "sphinx" in names:
+    results = []
+    # the profiles first: every later check reads them (Sphinx too, through conf.py)
+    first = [n for n in ("fill-in", "profiles") if n in names]
+    for name in first:
+        results.append(_run_one(name, quiet))
+    broken = any(r.name == "profiles" and r.errors for r in results)
+    if "sphinx" in names and not broken:
         tmp = tempfile.TemporaryDirectory(prefix="clusterkit-sphinx-")
         cmd = sphinx_command(Path(tmp.name))
         if cmd is not None:
             sphinx_proc = subprocess.Popen(
                 cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
-    results = []
     for name in names:
-        if name == "sphinx":
+        if name == "sphinx" or name in first:
             continue
-        t0 = time.perf_counter()
-        try:
-            res = RUNNERS[name]()
-        except CheckError as exc:
-            res = Result(name, list(exc.findings), "could not run")
-        except Exception as exc:
-            res = Result(name, [f"{name}: crashed: {type(exc).__name__}: {exc}"], "crashed")
-        res.seconds = time.perf_counter() - t0
+        if broken and name not in NO_PROFILES:
+            res = Result(name, skipped="needs every profile to load: fix the profiles first")
+            results.append(res)
+            _print(res, quiet)
+            continue
+        results.append(_run_one(name, quiet))
+    if "sphinx" in names and broken:
+        res = Result("sphinx", skipped="needs every profile to load: fix the profiles first")
         results.append(res)
         _print(res, quiet)
-    if "sphinx" in names:
+    elif "sphinx" in names:
         res = Result("sphinx", summary="sphinx-build -b dummy -W -n")
         if sphinx_proc is None:
             res.skipped = "Sphinx is not installed here (nox -s docs builds the site)"
@@ -317,6 +361,19 @@ def run(names: list[str], quiet: bool = False) -> list[Result]:
     bad = sum(len(r.errors) for r in results)
     print(f"{'FAILED' if bad else 'ok'}: {bad} error(s) in {time.perf_counter() - start:.1f} s")
     return results
+
+
+def _run_one(name: str, quiet: bool) -> Result:
+    t0 = time.perf_counter()
+    try:
+        res = RUNNERS[name]()
+    except CheckError as exc:
+        res = Result(name, list(exc.findings), "could not run")
+    except Exception as exc:
+        res = Result(name, [f"{name}: crashed: {type(exc).__name__}: {exc}"], "crashed")
+    res.seconds = time.perf_counter() - t0
+    _print(res, quiet)
+    return res
 
 
 def _print(res: Result, quiet: bool) -> None:

@@ -5,7 +5,9 @@ paths, account, stacks, sources) renders one table (``:kinds: node-local memory-
 the paths of those kinds); ``{site-status} summit`` renders the
 lifecycle banner (current / end of service / retired, with dates and successor);
 ``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
-and what they hold.
+and what they hold. ``{block-coverage}`` (docs/project/test-coverage.md) is replaced, when the
+page is read, by the coverage report of the last test run, which lives under ``_build/``
+(:func:`clusterkit.pages.coverage.report_text`).
 """
 
 from __future__ import annotations
@@ -589,7 +591,24 @@ class CodeSubstitutions(SphinxTransform):
             logger.warning("no substitution for %s in inline code", node.astext(), location=node)
 
 
+def insert_coverage_report(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Put the coverage report in place of a ``{block-coverage}`` block: the report of the last
+    test run (written under _build/, so the tests leave the checkout as they found it), or the
+    predicted routes when no run wrote one."""
+    from clusterkit.pages import coverage
+
+    if not coverage.PLACEHOLDER.search(source[0]):
+        return
+    page = Path(app.config.clusterkit_coverage_page or coverage.DEFAULT_PAGE)
+    app.env.note_dependency(str(page))
+    text, origin = coverage.report_text(page, Path(app.srcdir))
+    logger.info("%s: coverage report %s", docname, origin)
+    source[0] = coverage.PLACEHOLDER.sub(lambda _m: text, source[0], count=1)
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_config_value("clusterkit_coverage_page", "", "env", types=[str])
+    app.connect("source-read", insert_coverage_report)
     app.add_transform(CodeSubstitutions)
     app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)

@@ -11,6 +11,8 @@ check reports.
 * ``refresh``, ``stack_refresh``, ``changes``: a profile refreshed from the live system's
   output, as proposed changes; ``published``, ``published_manifest``: the job scripts the
   sites publish in their own documentation, gathered with their expected verdicts;
+* ``root``: where the data is read from (the checkout, or the copy installed with the
+  package);
 * ``errors``: :class:`~clusterkit.sites.errors.Finding` (file, line, rule, message) and
   ``CheckError``.
 

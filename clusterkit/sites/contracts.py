@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clusterkit.sites.errors import Finding
+from clusterkit.sites.root import CACHE, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 CONTRACTS_DIR = ROOT / "contracts"
-CACHE_DIR = ROOT / ".cache" / "contracts"
+CACHE_DIR = CACHE / "contracts"
 
 # Runs inside the script's interpreter: intercept parse_args/parse_known_args, dump, exit 0.
 _PROBE = r"""

@@ -20,8 +20,8 @@ import jsonschema
 import yaml
 
 from clusterkit.sites.errors import Finding, ProfileError
+from clusterkit.sites.root import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 # CLUSTERKIT_SITES_DIR points the whole toolkit at other profiles (e.g. a refreshed copy).
 SITES_DIR = Path(os.environ.get("CLUSTERKIT_SITES_DIR") or ROOT / "sites")
 SCHEMA_PATH = ROOT / "sites" / "schema.yaml"
