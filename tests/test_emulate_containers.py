@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from clusterkit.emulate import container_options, containers
 from clusterkit.emulate.lsf import check_lsf_script
 from clusterkit.emulate.sbatch import check_slurm_script
-from clusterkit.sites.profiles import load_site
+from clusterkit.sites.profiles import ROOT, load_site
 
 SUMMIT = load_site("summit")
 BEDE = load_site("bede")
@@ -113,8 +113,34 @@ def test_the_shims(emulated_env):
     assert r.returncode == 255 and "[container-writable]" in r.stderr
     r = run("apptainer", "exec", "--bogus", "img.sif", "true")
     assert r.returncode == 1 and "unknown flag: --bogus" in r.stderr
+    r = run("apptainer", "run", "--nv", "img.sif", "echo", "inside run")
+    assert r.returncode == 0 and r.stdout.strip() == "inside run"
     r = run("singularity", "shell", "--nv", "img.sif")
     assert r.returncode == 0 and "would start an interactive shell in img.sif" in r.stderr
     r = run("apptainer", "build", "--sandbox", "box/", "docker://x/y")
     assert r.returncode == 0 and "would build sandbox directory box/" in r.stderr
     assert all("Traceback" not in x for x in (r.stderr, r.stdout))
+
+
+def test_run_is_followed_into_the_container_like_exec(tmp_path):
+    """``apptainer run IMAGE python ...`` (as LUMI's guide writes it): the command after the
+    image is judged as exec's is, so a typo in the trainer's options and a missing GPU request
+    are found; the example as written, with run for exec, passes."""
+    from clusterkit.emulate.checkjob import check_job_file
+
+    original = (ROOT / "examples/bede/pytorch-container-gh200.sbatch").read_text()
+    text = original.replace('apptainer exec --nv "$IMAGE"', 'apptainer run --nv "$IMAGE"')
+    assert text != original
+
+    def errors(body: str) -> list:
+        path = tmp_path / "job.sbatch"
+        path.write_text(body)
+        return [f for f in check_job_file(path, BEDE).findings if f.level == "error"]
+
+    assert errors(text) == []
+    typo = errors(text.replace("--batch-size 256", "--batch-sise 256"))
+    assert [f.rule for f in typo] == ["script-flag-unknown"] and "--batch-sise" in typo[0].message
+    no_gpu = errors(text.replace("#SBATCH --gres=gpu:1\n", ""))
+    assert [f.rule for f in no_gpu] == ["gpu-not-requested"]
+    # run with nothing after the image runs the image's own run script: nothing to follow
+    assert containers.check("j", 1, "apptainer", ["run", "img.sif"]) == ([], [])

@@ -45,7 +45,7 @@ def check(page, line: int, words: list[str], site: Site, snippet: str = "", inne
     target = install_target.target_for(page, line, site, snippet)
     for arg in parsed.args if parsed.sub in {"build", "pull"} else parsed.args[:1]:
         findings += container_images.check_image(page, line, arg, target.arch)
-    if parsed.sub == "exec" and command:
+    if parsed.sub in _containers.FOLLOWED and command:
         source = built_from(snippet).get(parsed.args[0].rstrip("/"), parsed.args[0])
         findings += _inside(page, line, command, site, snippet, source, target, inner)
     return findings

@@ -3,7 +3,10 @@ machine, so the command line is judged, and the command run inside the container
 turn, where the launcher that started the container runs it.
 
 ``exec`` is what jobs use: the command after the image is handed back to the body's judges
-(and run directly in a scaled-down run, with a note that no runtime exists here). ``build
+(and run directly in a scaled-down run, with a note that no runtime exists here). ``run`` with
+words after the image is followed the same way: the image's run script is taken to hand them on
+as a command, as the run scripts of Docker-built images without an entry point, and NGC's
+entry point, do (``singularity run --rocm image.sif python train.py``, as LUMI writes it). ``build
 --writable`` was Singularity 2's writable ext3 image, removed in Singularity 3.0: it is refused
 with its replacement (a ``--sandbox`` directory, then a SIF image built from it). Images named
 ``.simg``/``.img`` (Singularity 2) are warned about.
@@ -19,6 +22,8 @@ from clusterkit.emulate.registry import register_command
 from clusterkit.sites.errors import Finding
 
 _SIF_SUFFIXES = (".sif",)
+# sub-commands whose words after the image are a command run inside the container
+FOLLOWED = frozenset({"exec", "run"})
 _V2_SUFFIXES = (".simg", ".img")
 
 
@@ -52,7 +57,7 @@ def check(path, line: int, tool: str, args: list[str]) -> tuple[list[str], list[
             return [], [finding("container-command", message)]
         return [], [finding("container-option", str(exc))]
     findings = _binds(finding, tool, parsed) + _images(finding, tool, parsed)
-    return (parsed.args[1:] if parsed.sub == "exec" else []), findings
+    return (parsed.args[1:] if parsed.sub in FOLLOWED else []), findings
 
 
 def _bind_option_ok(option: str) -> bool:

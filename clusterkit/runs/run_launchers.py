@@ -17,6 +17,7 @@ import sys
 
 from clusterkit.emulate import ddl, launch_env, torchrun
 from clusterkit.emulate.container_options import ContainerOptionError, parse
+from clusterkit.emulate.containers import FOLLOWED
 from clusterkit.emulate.containers import check as check_container
 from clusterkit.emulate.launcher_options import (
     parse_bede_mpirun,
@@ -205,7 +206,7 @@ def shim(tool: str):
         except ContainerOptionError:  # pragma: no cover - check() has reported it
             return 1
         sub = parsed.sub
-        if sub == "exec":
+        if sub in FOLLOWED and command:
             opts = ", ".join(f"--{k}" for k in parsed.flags) or "no options"
             note(
                 tool,
