@@ -57,19 +57,69 @@ def cmd_check_job(args: argparse.Namespace) -> int:
 
     site = load_site(args.site)
     paths = expand_paths(args.scripts)
-    status, plans = 0, []
+    status, plans, judged = 0, [], []
     for path in paths:
         report = check_job_file(path, site)
-        for f in report.findings:
-            print(finding_line(f), file=sys.stderr)
+        code = 2 if report.unusable else 1 if report.errors else 0
+        judged.append((path, report.findings, code))
+        if args.format == "text":
+            for f in report.findings:
+                print(finding_line(f), file=sys.stderr)
+        elif args.format == "github":
+            for f in report.findings:
+                print(github_annotation(f))
         if args.plan:
             plans.append(with_ranks(report, args.ranks))
-        status = max(status, 2 if report.unusable else 1 if report.errors else 0)
+        status = max(status, code)
+    if args.format == "json":
+        print(json.dumps(json_record(site.name, judged, status), indent=2))
     if args.plan:
         print(json.dumps(plans[0] if len(plans) == 1 else plans, indent=2))
-    if len(paths) > 1:
+    if len(paths) > 1 and args.format == "text":
         print(f"{len(paths)} scripts judged against {site.title}", file=sys.stderr)
     return status
+
+
+def json_record(site: str, judged: list, status: int) -> dict:
+    """check-job --format json: every script with its findings and its own exit status."""
+    from clusterkit.sites.errors import _display
+
+    return {
+        "site": site,
+        "status": status,
+        "scripts": [
+            {
+                "file": _display(path),
+                "status": code,
+                "findings": [
+                    {
+                        "line": f.line or None,
+                        "level": f.level,
+                        "rule": f.rule,
+                        "message": f.message,
+                    }
+                    for f in findings
+                ],
+            }
+            for path, findings, code in judged
+        ],
+    }
+
+
+def github_annotation(f) -> str:
+    """A GitHub Actions workflow command (``::error file=F,line=N,title=[rule]::message``), so
+    that the finding shows on the line of the pull request's diff."""
+    from clusterkit.sites.errors import _display
+
+    def data(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(text: str) -> str:
+        return data(text).replace(":", "%3A").replace(",", "%2C")
+
+    where = f"file={prop(_display(f.path))}" + (f",line={f.line}" if f.line else "")
+    kind = "error" if f.level == "error" else "warning"
+    return f"::{kind} {where},title={prop(f'check-job [{f.rule}]')}::{data(f.message)}"
 
 
 def expand_paths(patterns: list[str]) -> list[Path]:
@@ -144,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a profile of sites/, or generic: every rule that needs no site facts",
     )
     s.add_argument("--plan", action="store_true", help="print the plan as JSON")
+    s.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text: one line per finding on standard error (default); json: one record of "
+        "every script and finding on standard output; github: GitHub Actions annotations on "
+        "standard output, shown on the lines of a pull request",
+    )
     s.add_argument(
         "--ranks",
         type=int,

@@ -92,3 +92,49 @@ def test_plan_says_how_many_ranks_it_writes_out(capsys, tmp_path, monkeypatch):
     step = json.loads(out)["steps"][0]
     assert code == 0 and step["ntasks"] == 128 and len(step["ranks"]) == 5
     assert step["ranks_note"].startswith("5 of 128 ranks written out")
+
+
+def test_formats_json_and_github_carry_the_same_findings(capsys, tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -A bdXXXYY\n#SBATCH -p nosuch\n#SBATCH --time=10\nsrun hostname\n"
+    )
+    (tmp_path / "good.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH -A bdXXXYY\n#SBATCH -p gpu\n#SBATCH --gres=gpu:1\n"
+        "#SBATCH --time=10\nsrun hostname\n"
+    )
+
+    def check(*extra):
+        return _check_job(capsys, "good.sbatch", "bede", *extra, "bad.sbatch")
+
+    code, _out, err = check()
+    assert code == 1 and "bad.sbatch:3: error: [partition-exists]" in err
+
+    code, out, err = check("--format", "json")
+    record = json.loads(out)
+    assert code == 1 and record["status"] == 1 and err == ""
+    bad, good = record["scripts"]
+    assert (bad["file"], bad["status"], good["file"], good["status"]) == (
+        "bad.sbatch", 1, "good.sbatch", 0
+    )  # fmt: skip
+    assert [(f["line"], f["level"], f["rule"]) for f in bad["findings"]] == [
+        (3, "error", "partition-exists")
+    ]
+    assert "nosuch" in bad["findings"][0]["message"] and good["findings"] == []
+
+    code, out, err = check("--format", "github")
+    (line,) = out.splitlines()
+    assert code == 1 and err == ""
+    assert line.startswith("::error file=bad.sbatch,line=3,title=check-job [partition-exists]::")
+
+
+def test_github_annotations_escape_what_the_workflow_command_reads():
+    from clusterkit.cli import github_annotation
+    from clusterkit.sites.errors import Finding
+
+    f = Finding("a,b:c.sh", 0, "r", "100% sure\nsecond line", "warning")
+    assert github_annotation(f) == (
+        "::warning file=a%2Cb%3Ac.sh,title=check-job [r]::100%25 sure%0Asecond line"
+    )
