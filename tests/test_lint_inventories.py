@@ -128,3 +128,24 @@ def test_module_words_are_parsed_as_lmod_does():
 def test_the_pages_and_examples_name_only_listed_modules():
     errors = [f for f in I.lint_all() if f.level == "error"]
     assert errors == [], "\n".join(map(str, errors))
+
+
+def test_a_module_load_in_a_sentence_is_held_to_the_inventory():
+    """A ``module load`` span in prose is judged as a block's would be: a name one letter from a
+    module the profile lists is an error with "did you mean", though ARCHER2's inventory is
+    partial; the right name passes."""
+    page = ROOT / "docs/howto/archer2/pytorch-gpu.md"
+    text = page.read_text(encoding="utf-8")
+    anchor = "- Every ARCHER2 job names a QoS."
+    assert anchor in text, "the page no longer has the sentence this test extends"
+    module = next(m for m in load_site("archer2").modules if m.name == "pytorch")
+
+    def findings(name: str) -> list:
+        changed = text.replace(anchor, f"{anchor} Load `module load {name}` first.", 1)
+        return I.lint_page(page, text=changed)
+
+    assert findings(f"pytorch/{module.version}") == []
+    (bad,) = findings(f"pyytorch/{module.version}")
+    assert bad.level == "error" and bad.rule == "module-known"
+    assert bad.line == text[: text.index(anchor)].count("\n") + 1
+    assert "did you mean pytorch?" in bad.message
