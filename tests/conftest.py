@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import own_network
 import pytest
 from benchmark_scripts import benchmark_module
 
@@ -58,17 +59,18 @@ def pytest_report_header(config):
     return None
 
 
-# The job scripts set fixed ports, as users copy them (MASTER_PORT=29500, TensorFlow's 8888):
-# under pytest-xdist the tests that run them hold one lock, so that no two of them listen on
-# one port at once. (A lock rather than --dist loadgroup: pytest 9.2 no longer lets
-# pytest-xdist group tests by mark, pytest-dev/pytest-xdist#1386.)
-FIXED_PORT_FILES = {"test_examples_run.py", "test_examples_bede.py", "test_emulate_refusals.py"}
+# The job scripts set fixed ports, as users copy them (MASTER_PORT=29500, TensorFlow's 8888).
+# The tests that run them start each job in a network namespace of its own where this user may
+# make one (tests/own_network.py), so they run side by side; elsewhere they hold one lock, so
+# that no two of them listen on one port at once. (A lock rather than --dist loadgroup: pytest
+# 9.2 no longer lets pytest-xdist group tests by mark, pytest-dev/pytest-xdist#1386.)
+FIXED_PORT_FILES = {"test_examples_run.py", "test_examples_bede.py"}
 FIXED_PORT_LOCK = Path(tempfile.gettempdir()) / "clusterkit-fixed-ports.lock"
 
 
 @pytest.fixture(autouse=True)
 def _one_job_script_at_a_time(request):
-    if request.node.path.name not in FIXED_PORT_FILES:
+    if request.node.path.name not in FIXED_PORT_FILES or own_network.available():
         yield
         return
     from filelock import FileLock  # here: the stack environments run none of these files

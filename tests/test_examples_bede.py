@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import own_network
+
 from clusterkit.runs import trainlog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +38,12 @@ def test_slice_runs_as_a_two_rank_ddp_job(emulated_env, tmp_path):
         emulated_env, CLUSTERKIT_SITE="bede", TRAIN_TINY_STEPS="2", TRAIN_TINY_ARCH="resnet18"
     )
     r = subprocess.run(
-        ["sbatch", SLICE.name], cwd=job, env=env, capture_output=True, text=True, timeout=300
+        own_network.command(["sbatch", SLICE.name]),
+        cwd=job,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     out = _output(job)
     assert r.returncode == 0, f"{r.stderr}\n{out}"
@@ -57,7 +64,7 @@ def test_slice_checkpoints_and_requeues_on_usr1(emulated_env, tmp_path):
     env = dict(emulated_env, CLUSTERKIT_SITE="bede", TRAIN_TINY="1", TRAIN_TINY_STEPS="400")
     env["TRAIN_TINY_ARCH"] = "resnet18"
     proc = subprocess.Popen(
-        ["sbatch", SLICE.name],
+        own_network.command(["sbatch", SLICE.name]),
         cwd=job,
         env=env,
         stdout=subprocess.PIPE,

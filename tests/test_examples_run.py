@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import own_network
 import pytest
 
 from clusterkit.runs import trainlog
@@ -126,7 +127,7 @@ def tiny_shards(jpeg_folder, tmp_path_factory) -> Path:
 def run_job(env: dict, cwd: Path, script: str) -> tuple[subprocess.CompletedProcess, str]:
     """Submit ``script`` (copied into ``cwd``) to the emulated sbatch; (result, job output)."""
     r = subprocess.run(
-        ["sbatch", Path(script).name],
+        own_network.command(["sbatch", Path(script).name]),
         cwd=cwd,
         env=env,
         capture_output=True,
