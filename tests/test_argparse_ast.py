@@ -84,9 +84,33 @@ def test_forms_the_reader_follows_and_those_it_leaves_to_the_running_parser(tmp_
         "p = argparse.ArgumentParser()\np.add_argument('--x', action=MyAction)\n",
         "print('no parser')\n",
         "def broken(:\n",
+        # options added where this file does not show them
+        "import common\np = argparse.ArgumentParser()\ncommon.add_arguments(p)\n",
+        "p = argparse.ArgumentParser(parents=[base])\np.add_argument('--x')\n",
+        "import common\np = argparse.ArgumentParser()\ng = p.add_argument_group('io')\n"
+        "common.fill(g)\n",
     ):
         script.write_text("import argparse\n" + body)
         assert argparse_ast.read_options(script) is None, body
+    # ... but a function of the same file, and a variable of another function sharing the
+    # name of a parser's group, leave the source readable
+    script.write_text(
+        textwrap.dedent("""\
+            import argparse, io
+            def add_io(parser):
+                parser.add_argument("--out")
+            def build():
+                p = argparse.ArgumentParser()
+                data = p.add_argument_group("data")
+                data.add_argument("--dir")
+                add_io(p)
+                return p
+            def load(data):
+                return io.BytesIO(data)
+            """)
+    )
+    read = argparse_ast.read_options(script)
+    assert read is not None and {o["flags"][0] for o in read["options"]} == {"--out", "--dir"}
 
 
 def test_a_job_script_beside_its_own_training_program_is_judged_without_running_it(tmp_path):

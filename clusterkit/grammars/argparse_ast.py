@@ -125,6 +125,51 @@ def _option(call: ast.Call, names: dict[str, object]) -> dict | None:
     }
 
 
+def _handed_elsewhere(tree: ast.Module, parsers: list[ast.Call]) -> bool:
+    """Whether options come from outside this file: a parser built on ``parents=``, or a parser
+    (or one of its groups) handed to a function this file does not define
+    (``record.add_common_arguments(p)``), which may add options the source here does not show.
+    Names are followed within the function (or module body) that makes the parser."""
+    if any(k.arg == "parents" for p in parsers for k in p.keywords):
+        return True
+    local = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+    return any(_hands_on(list(_own_nodes(scope)), local) for scope in scopes)
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function body, without those of the functions inside it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo += ast.iter_child_nodes(node)
+
+
+def _hands_on(nodes: list[ast.AST], local: set[str]) -> bool:
+    makers = {"ArgumentParser", "add_argument_group", "add_mutually_exclusive_group"}
+    held = {
+        t.id
+        for n in nodes
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+        and _callee(n.value) in makers
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }  # fmt: skip
+    for call in (n for n in nodes if isinstance(n, ast.Call)):
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(a, ast.Name) and a.id in held for a in given):
+            if not (isinstance(call.func, ast.Name) and call.func.id in local):
+                return True
+    return False
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
 @cache
 def _read(path: Path, mtime_ns: int) -> dict | None:
     try:
@@ -132,7 +177,7 @@ def _read(path: Path, mtime_ns: int) -> dict | None:
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
     parsers = _calls(tree, "ArgumentParser")
-    if not parsers or _calls(tree, "add_subparsers"):
+    if not parsers or _calls(tree, "add_subparsers") or _handed_elsewhere(tree, parsers):
         return None
     names = _module_constants(tree)
     options = []
