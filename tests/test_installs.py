@@ -139,6 +139,14 @@ def test_an_option_pip_no_longer_has_is_refused_by_pips_own_parser():
     assert (f.line, f.rule) == (4, "pip-option") and "--install-option" in f.message
 
 
+def test_pip_download_is_read_by_its_own_parser_without_install_only_options():
+    """pip download has no -e (the parser leaves it unset): its words are read, not crashed on,
+    and an option only install has is pip's own refusal."""
+    assert installs.check_pip("p.md", 4, ["download", "--no-deps", "-d", "w", "torch"], _T) == []
+    (f,) = installs.check_pip("p.md", 4, ["download", "-e", "."], _T)
+    assert (f.line, f.rule) == (4, "pip-option") and "-e" in f.message
+
+
 def test_this_project_needs_its_python_floor():
     (f,) = installs.check_pip("p.md", 2, ["install", "-e", "."], _old_python)
     assert f.rule == "install-python" and "3.6" in f.message

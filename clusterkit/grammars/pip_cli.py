@@ -49,11 +49,12 @@ def parse(words: list[str]) -> PipInstall:
     except SystemExit:
         lines = [x for x in err.getvalue().strip().splitlines() if x.strip()]
         raise PipOptionError(f"pip {words[0]}: {lines[-1] if lines else 'bad options'}") from None
+    # pip download has no -e: an option a sub-command lacks is simply not set
     return PipInstall(
         words[0],
         list(rest),
-        list(opts.editables or []),
-        list(opts.requirements or []),
-        opts.index_url or "https://pypi.org/simple",
-        list(opts.extra_index_urls or []),
+        list(getattr(opts, "editables", None) or []),
+        list(getattr(opts, "requirements", None) or []),
+        getattr(opts, "index_url", None) or "https://pypi.org/simple",
+        list(getattr(opts, "extra_index_urls", None) or []),
     )
