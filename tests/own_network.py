@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import sys
 
 # `ip link set lo up` first: a new namespace's loopback device starts down
 _PREFIX = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "job"]
@@ -22,8 +23,16 @@ def available() -> bool:
     """Whether this user may start a process in a network namespace of its own."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return False
+    # Inside, gloo and TensorFlow bind to the address this machine's name resolves to: it
+    # must be one the namespace holds (a loopback address), else the jobs could not meet.
+    bind = (
+        "import socket; s = socket.socket(); "
+        "s.bind((socket.gethostbyname(socket.gethostname()), 0)); s.close()"
+    )
     try:
-        probe = subprocess.run([*_PREFIX, "true"], capture_output=True, timeout=60)
+        probe = subprocess.run(
+            [*_PREFIX, sys.executable, "-c", bind], capture_output=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
