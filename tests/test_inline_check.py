@@ -67,6 +67,22 @@ MISTAKES = [
         "`jsrun -n 1 -a 6 -c 48 -g 7 -r 1 ...`",
         {"rs-cores", "rs-gpus"},
     ),
+    # a placeholder (the image) leaves the resource set judged: 6 tasks x 8 cores > 42
+    (
+        "docs/benchmarks/summit.md",
+        "`jsrun -n 1 -a 6 -c 42 -g 6 -r 1 singularity exec --nv IMAGE ./run-benchmark.sh`",
+        "`jsrun -n 1 -a 6 -c 42 -g 6 -r 1 -bpacked:8 singularity exec --nv IMAGE "
+        "./run-benchmark.sh`",
+        {"bind-cores"},
+    ),
+    # --tasks-per-node is srun's other name for --ntasks-per-node; 10 ranks on the job's two
+    # nodes put five on one, more CPUs than the job holds there
+    (
+        "docs/howto/archer2/pytorch-gpu.md",
+        "change the `srun` line to `--ntasks=8 --ntasks-per-node=4`",
+        "change the `srun` line to `--ntasks=10 --tasks-per-node=4`",
+        {"step-cpus"},
+    ),
     (
         "docs/howto/distributed.md",
         "The launchers differ in which of these they provide.",

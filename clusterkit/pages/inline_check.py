@@ -65,6 +65,10 @@ GRAMMAR_RULES = {
     "ddlrun-option",
 }
 # Findings that, inside a historical admonition, describe the history rather than a mistake.
+# Findings that a jsrun resource set does not fit the node: judged in a span with placeholders
+# too (see judge_command). A resource set is whole in its own line; an srun step is not (it is
+# judged against a job the span does not show), so srun's are left to the grammar there.
+SHAPE_RULES = {"rs-cores", "rs-gpus", "bind-cores"}
 HISTORICAL_RULES = {"launcher-historical", "module-historical", "module-removed"}
 LAUNCHERS = {"srun", "jsrun", "torchrun", "mpirun", "mpiexec"}
 STAND_IN = "true"  # the program put where a span leaves the command out
@@ -264,7 +268,10 @@ def judge_command(ctx: PageContext, span: prose.Span) -> SpanResult:
         # `srun --cpu-bind`: the span names an option of the command, not a setting
         found = [f for f in found if "requires an argument" not in f.message]
     if grammar_only:
-        found = [f for f in found if f.rule in GRAMMAR_RULES]
+        # a placeholder stands in as 1, the least a value can ask for, so a resource set or
+        # step too large for the node is too large whatever the reader fills in
+        shape = SHAPE_RULES if name == "jsrun" else set()
+        found = [f for f in found if f.rule in GRAMMAR_RULES | shape]
         how = "command-checked"
     untested = [f for f in found if f.rule == "block-untested"]
     if untested:
