@@ -21,6 +21,15 @@ from clusterkit.runs import lines_hook, shimdir
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# No per-example deadline for property tests: on two busy cores under pytest-xdist one example
+# of a fast test can exceed Hypothesis's default 200 ms, which says nothing about the code
+# (speed is measured by benchmarks/, not by tests). The stack environments have no Hypothesis.
+if importlib.util.find_spec("hypothesis") is not None:
+    from hypothesis import settings
+
+    settings.register_profile("clusterkit", deadline=None)
+    settings.load_profile("clusterkit")
+
 
 @pytest.fixture(scope="session")
 def shim_path() -> Path:
