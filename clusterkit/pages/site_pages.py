@@ -30,9 +30,17 @@ import sys
 from pathlib import Path
 
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import ROOT, Site, all_sites
+from clusterkit.sites.profiles import (
+    FILL_IN,
+    ROOT,
+    SITES_DIR,
+    Site,
+    all_sites,
+    broken_sites,
+    unloaded_note,
+)
 
-MARKER = re.compile(r"\bFILL-IN:(?P<key>[a-z0-9](?:[a-z0-9_.-]*[a-z0-9])?)")
+MARKER = FILL_IN
 LINK = re.compile(r"\[[^\]]+\]\((?P<target>[^)\s]+)\)")
 DOC_LINK = re.compile(r"\{doc\}`(?P<target>/[^`<>]+)`")
 INCLUDE = re.compile(r"^```\{literalinclude\}\s+(?P<path>\S+)", re.M)
@@ -292,7 +300,12 @@ def check_tab_labels(docs: Path, sites: list[Site]) -> list[Finding]:
 def check_all(root: Path = ROOT) -> list[Finding]:
     docs = root / "docs"
     sites = list(all_sites())
+    left_out = [
+        Finding(SITES_DIR / f"{name}.yaml", 0, "profile-loads", unloaded_note(name), "warning")
+        for name in sorted(broken_sites())
+    ]
     return [
+        *left_out,
         *check_matrix(docs, sites),
         *check_reference_pages(docs, sites),
         *check_trainer_pages(docs, sites),

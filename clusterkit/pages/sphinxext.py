@@ -30,7 +30,14 @@ from clusterkit.runs import stack_pages
 from clusterkit.sites import stacks as S
 from clusterkit.sites import substitutions
 from clusterkit.sites.errors import CheckError
-from clusterkit.sites.profiles import Place, Site, Stack, load_site
+from clusterkit.sites.profiles import (
+    Place,
+    Site,
+    Stack,
+    broken_sites,
+    load_site,
+    unloaded_note,
+)
 
 logger = logging.getLogger(__name__)
 SHOWS = (
@@ -109,7 +116,7 @@ def stack_rows(site: Site) -> list[list[str]]:
             [
                 stack.name,
                 stack_route(stack),
-                stack.python,
+                stack.python_text,
                 frameworks,
                 stack.accelerator,
                 ", ".join(stack.raw["node_types"]),
@@ -166,7 +173,7 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 f"{nt.sockets} x {nt.cores_per_socket}",
                 str(nt.usable_cores),
                 str(nt.threads_per_core),
-                f"{nt.memory_gb:g}",
+                nt.memory_text,
                 gpus,
             ]
             rows.append([*row, nt.raw.get("network", "not documented")] if network else row)
@@ -265,6 +272,22 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
     raise ValueError(f"unknown table {show!r}; choose from {', '.join(SHOWS)}")
 
 
+def _site_or_note(directive: SphinxDirective, name: str) -> Site | list[nodes.Node]:
+    """The site a directive renders; where its profile does not load, a warning at the
+    directive (the profile's own errors are ``python -m clusterkit profiles``'s) and a note in
+    the page in place of the facts. An unknown site's name is the directive's error."""
+    if name in broken_sites():
+        note = unloaded_note(name)
+        logger.warning(f"[profile-loads] {note}", location=directive.get_location())
+        path = broken_sites()[name].findings[0].path
+        directive.env.note_dependency(str(path))
+        return [nodes.paragraph(text=f"{name}: {note}")]
+    try:
+        return load_site(name)
+    except CheckError as exc:
+        raise directive.error(str(exc)) from None
+
+
 class SiteFacts(SphinxDirective):
     required_arguments = 1
     option_spec: ClassVar[dict] = {
@@ -275,11 +298,9 @@ class SiteFacts(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
-        name = self.arguments[0]
-        try:
-            site = load_site(name)
-        except CheckError as exc:
-            raise self.error(str(exc)) from None
+        site = _site_or_note(self, self.arguments[0])
+        if not isinstance(site, Site):
+            return site
         self.env.note_dependency(str(site.path))
         show = self.options.get("show", "nodes")
         headers, rows = facts_rows(site, show)
@@ -340,10 +361,9 @@ class SiteStatus(SphinxDirective):
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        try:
-            site = load_site(self.arguments[0])
-        except CheckError as exc:
-            raise self.error(str(exc)) from None
+        site = _site_or_note(self, self.arguments[0])
+        if not isinstance(site, Site):
+            return site
         self.env.note_dependency(str(site.path))
         kind, text = status_text(site)
         node = nodes.warning() if kind == "warning" else nodes.note()
@@ -516,7 +536,9 @@ class LastVerified(SphinxDirective):
 
         for path in res.RESULTS_DIR.glob("*.yaml"):
             self.env.note_dependency(str(path))
-        site = load_site(self.arguments[0])
+        site = _site_or_note(self, self.arguments[0])
+        if not isinstance(site, Site):
+            return site
         bench = self.arguments[1] if len(self.arguments) > 1 else None
         r = res.last_verified(res.load_all(), site.name, bench)
         para = nodes.paragraph(classes=["last-verified"])

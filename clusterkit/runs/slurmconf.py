@@ -44,6 +44,9 @@ from re import _parser as sre_parse
 from clusterkit.sites.profiles import NodeType, Site, duration_seconds, load_site
 
 REAL_NODES_PER_TYPE = 2
+# A node type whose memory the profile gives as unknown: so much that no --mem is refused, as
+# the emulator leaves such a request unchecked (with a warning).
+UNKNOWN_MEMORY_MB = 16 * 1024 * 1024
 DEFAULT_PORT_BASE = 17000  # slurmctld; slurmds on 17001, 17002, ...
 
 
@@ -284,15 +287,18 @@ def generate(
                 per_socket = nt.usable_cores // nt.sockets
             else:
                 sockets, per_socket = 1, nt.usable_cores
+        memory = UNKNOWN_MEMORY_MB if nt.memory_gb is None else int(nt.memory_gb * 1024)
         shape = (
             f"Sockets={sockets} CoresPerSocket={per_socket} "
-            f"ThreadsPerCore={nt.threads_per_core} RealMemory={int(nt.memory_gb * 1024)}"
+            f"ThreadsPerCore={nt.threads_per_core} RealMemory={memory}"
         )
         if nt.gpus:
             shape += f" Gres=gpu:{nt.gpus}"
         if features:  # what jobs ask for with -C to have node-local storage (Frontier's nvme)
             shape += f" Features={','.join(features)}"
         node_lines.append(f"# node type {nt.name}: {ln.real} with a slurmd, {ln.total} in all")
+        if nt.memory_unknown:
+            node_lines.append(f"# its memory is unknown ({nt.memory_unknown}): not limited")
         for name in ln.real_names:
             node_lines.append(
                 f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
@@ -325,9 +331,12 @@ def generate(
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
             extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.threads_per_core}"
+        if p.max_walltime_unknown:  # not limited, as the emulator leaves it unchecked
+            part_lines.append(f"# {p.name}'s max_walltime is unknown ({p.max_walltime_unknown})")
+        max_time = "UNLIMITED" if p.max_walltime_s is None else _slurm_time(p.max_walltime)
         part_lines.append(
             f"PartitionName={p.name} Nodes={ln.hostlist(1, partition_size(site, p.name, nodes))}"
-            f" MaxTime={_slurm_time(p.max_walltime)}{extra}"
+            f" MaxTime={max_time}{extra}"
             f" MaxNodes={p.max_nodes or 'UNLIMITED'}"
             f" Default={'YES' if p.name == default else 'NO'} State=UP"
         )
