@@ -22,6 +22,8 @@ from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import Partition
 from clusterkit.sites.root import ROOT
 
+# The section of docs/contributing.md that says how to add a third-party program's contract
+CONTRACTS_SECTION = "Script contracts"
 # How a job asks for the GPUs of its nodes, by scheduler
 GPU_REQUESTS = {"slurm": "--gres=gpu:N, --gpus-per-node=N or --gpus=N", "lsf": "jsrun -g N"}
 
@@ -151,7 +153,7 @@ def _contract(ctx: Context, line: int, script: str) -> contracts.Contract | None
             line,
             "script-contract",
             f"no command-line contract for {script}: add one under contracts/ (see "
-            "docs/contributing.md)",
+            f'"{CONTRACTS_SECTION}" in docs/contributing.md)',
             level="warning",
         )
     return found

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit.grammars import myst as P
-from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.errors import CheckError, Finding, missing_package
 from clusterkit.sites.profiles import ROOT
 
 CHECKS = [
@@ -394,6 +394,8 @@ def _run_one(name: str, quiet: bool) -> Result:
         res = RUNNERS[name]()
     except CheckError as exc:
         res = Result(name, list(exc.findings), "could not run")
+    except ModuleNotFoundError as exc:
+        res = Result(name, [f"{name}: {missing_package(exc)}"], "could not run")
     except Exception as exc:
         res = Result(name, [f"{name}: crashed: {type(exc).__name__}: {exc}"], "crashed")
     res.seconds = time.perf_counter() - t0

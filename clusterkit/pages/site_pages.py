@@ -13,8 +13,10 @@
   every part of the profile that has rows;
 * ``trainer-page``: a site recipe that shows a job script starting a trainer links the
   trainer's option page (docs/reference/trainers/, found by its ``{argparse}`` ``:prog:``) and a
-  download of the program, and the option page lists every such recipe; no how-to guide shows a
-  trainer whole;
+  download of the program; the option page lists the recipes that run it with a
+  ``{recipes-running} PROGRAM`` block, which renders them, site by site, from the pages
+  themselves (:func:`recipes_running`), so no page keeps that list by hand; no how-to guide
+  shows a trainer whole;
 * ``tab-label``: tabs of a ``group-tab`` set are labelled with site titles, so the blocks in them
   are judged against the right site and a reader's choice follows through the page.
 
@@ -226,6 +228,30 @@ def site_recipes_running(docs: Path, program: str, sites: list[Site]) -> dict[st
     return out
 
 
+def recipes_running(docs: Path, program: str) -> dict[str, list[str]]:
+    """Every how-to page that shows a job script starting ``program``, by the site the script
+    is for (its ``examples/<site>/`` folder): site name -> doc names, in page order. What the
+    ``{recipes-running}`` block of an option page renders."""
+    out: dict[str, list[str]] = {}
+    for page in sorted((docs / "howto").rglob("*.md")):
+        for m in INCLUDE.finditer(page.read_text(encoding="utf-8")):
+            shown = (page.parent / m["path"]).resolve()
+            if shown.suffix not in JOB_SUFFIXES or not shown.is_file():
+                continue
+            if shown.parent.parent.name != "examples":
+                continue
+            if not re.search(rf"\b{re.escape(program)}\b", shown.read_text(encoding="utf-8")):
+                continue
+            doc = "/" + page.relative_to(docs).with_suffix("").as_posix()
+            listed = out.setdefault(shown.parent.name, [])
+            if doc not in listed:
+                listed.append(doc)
+    return out
+
+
+RECIPES_BLOCK = r"^[`:]{{3,}}\{{recipes-running\}}\s+{program}\s*$"
+
+
 def check_trainer_pages(docs: Path, sites: list[Site]) -> list[Finding]:
     out = []
     pages = trainer_pages(docs)
@@ -264,15 +290,15 @@ def check_trainer_pages(docs: Path, sites: list[Site]) -> list[Finding]:
                     )
                 )
         option_page = docs / f"{reference[1:]}.md"
-        listed = {m["target"] for m in DOC_LINK.finditer(option_page.read_text(encoding="utf-8"))}
-        for doc in sorted(set(recipes) - listed):
+        block = RECIPES_BLOCK.format(program=re.escape(program))
+        if not re.search(block, option_page.read_text(encoding="utf-8"), re.M):
             out.append(
                 Finding(
                     option_page,
                     0,
                     "trainer-page",
-                    f"does not list {{doc}}`{doc}`, a recipe that runs {program}: add it to "
-                    "the recipes the page names",
+                    f"does not list the recipes that run {program}: add a ```{{recipes-running}} "
+                    f"{program}``` block, which renders them from the pages",
                 )
             )
     return out

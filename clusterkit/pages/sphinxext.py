@@ -5,9 +5,10 @@ paths, account, stacks, sources) renders one table (``:kinds: node-local memory-
 the paths of those kinds); ``{site-status} summit`` renders the
 lifecycle banner (current / end of service / retired, with dates and successor);
 ``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
-and what they hold. ``{block-coverage}`` (docs/project/test-coverage.md) is replaced, when the
-page is read, by the coverage report of the last test run, which lives under ``_build/``
-(:func:`clusterkit.pages.coverage.report_text`).
+and what they hold; ``{recipes-running} PROGRAM`` lists, site by site, the how-to pages that
+show a job script starting the program. ``{block-coverage}``
+(docs/project/test-coverage.md) is replaced, when the page is read, by the coverage report of
+the last test run, which lives under ``_build/`` (:func:`clusterkit.pages.coverage.report_text`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from clusterkit.sites.profiles import (
     Place,
     Site,
     Stack,
+    all_sites,
     broken_sites,
     load_site,
     unloaded_note,
@@ -525,6 +527,42 @@ class ResultsPlot(SphinxDirective):
         return out
 
 
+class RecipesRunning(SphinxDirective):
+    """``{recipes-running} train_resnet.py``: every how-to page that shows a job script
+    starting the program, site by site (the site its script is for), each linked by its title:
+    read from the pages when the site is built, so no page keeps the list by hand."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.pages.site_pages import recipes_running
+
+        program = self.arguments[0]
+        docs = Path(self.env.srcdir)
+        found = recipes_running(docs, program)
+        if not found:
+            raise self.error(f"no page of docs/howto/ shows a job script that starts {program}")
+        for path in (docs / "howto").rglob("*.md"):
+            self.env.note_dependency(str(path))
+        titles = {s.name: s.title for s in all_sites()}
+        items = nodes.bullet_list(classes=["recipes-running"])
+        for site in sorted(found, key=lambda name: titles.get(name, name).lower()):
+            para = nodes.paragraph()
+            para += nodes.strong(text=titles.get(site, site))
+            para += nodes.Text(": ")
+            for i, doc in enumerate(found[site]):
+                if i:
+                    para += nodes.Text(", ")
+                link = addnodes.pending_xref(
+                    "", refdomain="std", reftype="doc", reftarget=doc, refexplicit=False,
+                    refdoc=self.env.docname,
+                )  # fmt: skip
+                link += nodes.inline(text=doc)
+                para += link
+            items += nodes.list_item("", para)
+        return [items]
+
+
 class LastVerified(SphinxDirective):
     """'Last verified on <site> on <date>' from the newest measured result, or say none."""
 
@@ -639,4 +677,5 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("results-plot", ResultsPlot)
     app.add_directive("page-stacks", PageStacks)
     app.add_directive("last-verified", LastVerified)
+    app.add_directive("recipes-running", RecipesRunning)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

@@ -1034,6 +1034,16 @@ def broken_sites() -> dict[str, ProfileError]:
     return out
 
 
+def raw_profile(name: str) -> Any:
+    """The profile of ``name`` as its YAML reads, not validated (a half-written one too); None
+    where there is no such file or it is not YAML."""
+    path = SITES_DIR / f"{name}.yaml"
+    try:
+        return load_yaml(path) if path.is_file() else None
+    except ProfileError:
+        return None
+
+
 def site_names() -> list[str]:
     """The name of every profile, loaded or not."""
     return [p.stem for p in profile_paths()]

@@ -5,7 +5,9 @@ checkouts of the sites' documentation repositories (Bede's, ARCHER2's, OLCF's), 
 script in them -- standalone script files, and code blocks of the reStructuredText and Markdown
 pages that hold ``#SBATCH`` or ``#BSUB`` directives -- and writes one file per script under
 ``DIR/<site>/`` (default ``tests/corpus/published``) plus the entries of ``DIR/manifest.yaml``:
-repository, commit, path and first line. Verdicts already in the manifest are kept for every
+repository, commit, path and first line. A repository not in :data:`REPO_SITES` (a new site's)
+is named with ``--repo OWNER/NAME`` and its scripts given to ``--site NAME``, the profile they
+are judged against. Verdicts already in the manifest are kept for every
 script whose text has not changed; a new or changed script gets ``expected: unknown`` until
 it is judged (``tests/slurm/test_published_scripts.py`` records what Slurm says).
 
@@ -27,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.sites.profiles import ROOT
+from clusterkit.sites.profiles import ROOT, SITES_DIR
 
 DEFAULT_OUT = ROOT / "tests" / "corpus" / "published"
 SCRIPT_SUFFIXES = {".sh", ".slurm", ".sbatch", ".lsf", ".bsub", ".job"}
@@ -234,9 +236,12 @@ def find_scripts(checkout: Path, repo: str | None = None) -> list[Published]:
     return found
 
 
-def site_of(script: Published) -> str | None:
-    """The profile a script belongs to, or None: OLCF's Slurm scripts are for its other
-    machines (Frontier, Andes, ...), which have no profile here; LSF there meant Summit."""
+def site_of(script: Published, site: str | None = None) -> str | None:
+    """The profile a script belongs to (``site`` when the command line names it), or None:
+    OLCF's Slurm scripts are for its other machines (Frontier, Andes, ...), which have no
+    profile here; LSF there meant Summit."""
+    if site:
+        return site
     if script.repo == "olcf/olcf-user-docs":
         return "summit" if script.scheduler == "lsf" else None
     return REPO_SITES.get(script.repo)
@@ -250,12 +255,14 @@ def machine_of(script: Published) -> str:
 
 
 # --------------------------------------------------------------------------- writing
-def write_corpus(scripts: list[Published], out: Path) -> tuple[list[dict], Counter]:
+def write_corpus(
+    scripts: list[Published], out: Path, site_name: str | None = None
+) -> tuple[list[dict], Counter]:
     """Write the kept scripts under ``out/<site>/``; return their manifest entries (no
     verdicts) and the count of left-out scripts per machine."""
     entries, left = [], Counter()
     for s in scripts:
-        site = site_of(s)
+        site = site_of(s, site_name)
         if site is None:
             left[machine_of(s)] += 1
             continue
@@ -296,17 +303,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkouts", nargs="+", type=Path, help="git checkouts of the doc repos")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--site", help="the profile the scripts are for (a repository not known here)")
+    ap.add_argument("--repo", help="the repository as OWNER/NAME, where its origin does not say")
     args = ap.parse_args(argv)
+    if args.site and not (SITES_DIR / f"{args.site}.yaml").is_file():
+        ap.error(f"--site {args.site}: no profile sites/{args.site}.yaml")
+    if (args.site or args.repo) and len(args.checkouts) > 1:
+        ap.error("--site and --repo name one repository: give one checkout")
     manifest = M.load(args.out / "manifest.yaml") if (args.out / "manifest.yaml").is_file() else {}
-    repos = {repo_of(c) for c in args.checkouts}
+    repos = {args.repo or repo_of(c) for c in args.checkouts}
     kept = [e for e in manifest.get("scripts", []) if e["repo"] not in repos]
     left = {k: v for k, v in manifest.get("left_out", {}).items() if k not in repos}
     for checkout in args.checkouts:
-        repo = repo_of(checkout)
+        repo = args.repo or repo_of(checkout)
         for e in manifest.get("scripts", []):  # stale files of this repo go; current ones return
             if e["repo"] == repo:
                 (args.out / e["file"]).unlink(missing_ok=True)
-        entries, gone = write_corpus(find_scripts(checkout, repo), args.out)
+        entries, gone = write_corpus(find_scripts(checkout, repo), args.out, args.site)
         old = [e for e in manifest.get("scripts", []) if e["repo"] == repo]
         kept += merge(entries, old)
         if gone:
