@@ -252,6 +252,8 @@ UNLIKE_PROFILE = [
 ]  # fmt: skip
 # #SBATCH lines the site's job scripts carry besides the skeleton's
 UNLIKE_DIRECTIVES = ["#SBATCH --qos=regular"]
+# sections its reference page has besides the skeleton's, for the parts of the profile it adds
+UNLIKE_SECTIONS = ["## QoS\n\n```{{site-facts}} {name}\n:show: qos\n```\n"]
 
 
 def _unlike(repo: Path) -> list[scaffold.Write]:
@@ -271,6 +273,9 @@ def _unlike(repo: Path) -> list[scaffold.Write]:
         lines = script.read_text(encoding="utf-8").splitlines()
         at = max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) + 1
         script.write_text("\n".join([*lines[:at], *UNLIKE_DIRECTIVES, *lines[at:]]) + "\n")
+    reference = repo / "docs" / "reference" / "sites" / f"{UNLIKE}.md"
+    sections = "\n".join(s.format(name=UNLIKE) for s in UNLIKE_SECTIONS)
+    reference.write_text(reference.read_text(encoding="utf-8") + "\n" + sections)
     return writes
 
 
@@ -293,7 +298,7 @@ def test_a_site_unlike_the_others_passes_the_fast_pass_the_planner_and_slurm(tmp
         no_qos = (repo / "examples" / UNLIKE / script).read_text().replace("--qos=regular", "")
         (tmp_path / script).write_text(no_qos)
         r = run(repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, str(tmp_path / script))
-        assert r.returncode == 1 and "QoS" in r.stderr, r.stderr
+        assert r.returncode == 1 and "[qos-required]" in r.stderr, r.stderr
 
     plan = run(repo, "-m", "clusterkit.pages.affected", "HEAD", "--json")
     assert plan.returncode == 0, plan.stderr

@@ -69,7 +69,16 @@ JOB_SUFFIXES = {".sbatch", ".slurm", ".sh", ".lsf"}
 RESULT_DIRECTIVES = re.compile(r"^[`:]{3,}\{(results-table|results-plot|last-verified)\}", re.M)
 # What makes a test need PyTorch and TensorFlow (.nox/_ml) rather than the small environment.
 FRAMEWORKS = r"(?:torch|torchvision|tensorflow|keras|horovod|transformers|peft|accelerate|datasets)"
-_IMPORTS_FRAMEWORK = re.compile(rf"^\s*(?:import|from)\s+{FRAMEWORKS}\b|-m\s+{FRAMEWORKS}\b", re.M)
+_IMPORTS_FRAMEWORK = re.compile(
+    rf"^\s*(?:import|from)\s+{FRAMEWORKS}\b|-m\s+{FRAMEWORKS}\b"
+    rf"|(?:importorskip|find_spec)\(\s*[\"']{FRAMEWORKS}[\"']",
+    re.M,
+)
+# a test module that runs a training program (tiny runs, job scripts through the shims, the
+# benchmarks, measured program lines)
+_RUNS_TRAINER = re.compile(
+    r"TRAIN_TINY|--tiny\b|\bemulated_env\b|\bprogram_lines\b|\bbenchmark_module\b"
+)
 _RUNS_PROGRAM = re.compile(r"\bpython\S*\s+(?:examples|benchmarks)/\S+\.py\b")
 _FRAGMENT = re.compile(r"^% test: fragment ", re.M)
 
@@ -254,8 +263,8 @@ def needs_ml(target: str) -> str:
         return f"it runs {m[0]}"
     if path.suffix == ".md" and _FRAGMENT.search(text):
         return "it checks fragments against upstream code"
-    if path.suffix == ".py" and re.search(r"\b(TRAINERS|train_resnet\w*\.py)\b", text):
-        return "it starts a training program"
+    if path.suffix == ".py" and (m := _RUNS_TRAINER.search(text)):
+        return f"it runs a training program ({m[0]})"
     return ""
 
 
