@@ -270,11 +270,16 @@ def affected(session: nox.Session) -> None:
         return
     tree = BUILD / "tree-before-affected.json"
     session.run("python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
+    # what fails is reported and the rest still runs; then the session fails
+    small_env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(session.virtualenv.location),
+        "PATH": f"{session.virtualenv.bin}{os.pathsep}{os.environ['PATH']}",
+    }
+    python = str(Path(session.virtualenv.bin) / "python")
     failed = []
-    if plan["static"]:  # its findings are reported; the tests still run, then the session fails
-        fast = subprocess.run(
-            [str(Path(session.virtualenv.bin) / "python"), "-m", "clusterkit.pages.fast", "-q"]
-        )
+    if plan["static"]:
+        fast = subprocess.run([python, "-m", "clusterkit.pages.fast", "-q"], env=small_env)
         if fast.returncode:
             failed.append("the fast static pass")
     small = [t for t in plan["pytest"] if t not in plan["ml"]]
@@ -283,9 +288,11 @@ def affected(session: nox.Session) -> None:
         apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
     temp = f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-affected'}"
     if small:
+        session.log(f"{len(small)} target(s) in {session.virtualenv.location} (no framework)")
         workers = ["-n", "auto"] if len(small) > 2 else []
-        session.run("python", "-m", "pytest", "-p", "no:cacheprovider", temp, *workers, "-q",
-                    *small)  # fmt: skip
+        pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", temp, *workers, "-q", *small]
+        if subprocess.run(pytest, env=small_env).returncode:
+            failed.append("the tests without a framework")
     if heavy:
         env = ml_env(session)
         extra = {"CLUSTERKIT_REQUIRE_REFRAME": "1", "CLUSTERKIT_REQUIRE_MPIRUN": "1"}

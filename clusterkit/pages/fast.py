@@ -362,7 +362,7 @@ def run(names: list[str], quiet: bool = False) -> list[Result]:
     if "sphinx" in names:
         res = Result("sphinx", summary="sphinx-build -b dummy -W -n")
         if sphinx_proc is None:
-            res.skipped = "Sphinx is not installed here (nox -s docs builds the site)"
+            res.skipped = "Sphinx is not installed here: install sphinx (pip install -e '.[docs]')"
         else:
             t0 = time.perf_counter()
             out, _ = sphinx_proc.communicate()

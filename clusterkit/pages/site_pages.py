@@ -39,6 +39,7 @@ from clusterkit.sites.profiles import (
     Site,
     all_sites,
     broken_sites,
+    raw_profile,
     unloaded_note,
 )
 
@@ -307,6 +308,10 @@ def check_trainer_pages(docs: Path, sites: list[Site]) -> list[Finding]:
 # --------------------------------------------------------------------------- tab labels
 def check_tab_labels(docs: Path, sites: list[Site]) -> list[Finding]:
     titles = {s.title for s in sites}
+    for name in broken_sites():  # a profile being written: its title as the YAML gives it
+        raw = raw_profile(name)
+        if isinstance(raw, dict) and isinstance(raw.get("title"), str):
+            titles.add(raw["title"])
     out = []
     for page in sorted(docs.rglob("*.md")):
         for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
