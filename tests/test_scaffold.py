@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from clusterkit.pages import scaffold, site_pages
+from clusterkit.pages.recipes import recipes_running
 from clusterkit.sites.profiles import ROOT, all_sites
 
 NAME, TITLE = "sandbox", "Sandbox"
@@ -171,9 +172,9 @@ def test_a_scaffolded_site_is_refused_until_its_facts_are_written(tmp_path):
     # the option pages list the new recipes, found by their links, as they list every other
     for program, page in (("train_resnet.py", "pytorch-ddp-one-node"),
                           ("train_resnet_keras.py", "tensorflow-one-node")):  # fmt: skip
-        listed = site_pages.recipes_running(repo / "docs", program)
+        listed = recipes_running(repo / "docs", program)
         assert listed[NAME] == [f"/howto/{NAME}/{page}"]
-        assert listed.keys() - {NAME} == site_pages.recipes_running(ROOT / "docs", program).keys()
+        assert listed.keys() - {NAME} == recipes_running(ROOT / "docs", program).keys()
 
 
 def _errors(r: subprocess.CompletedProcess) -> list[str]:
@@ -390,7 +391,7 @@ def test_an_option_page_that_does_not_list_the_recipes_is_refused(docs):
 def test_the_option_pages_list_every_recipe_that_runs_the_trainer(docs):
     """By its job script's site, from the pages' own includes: a recipe of each site whose
     scripts start the trainer, the data page under each site it has a script for."""
-    listed = site_pages.recipes_running(docs, "train_resnet.py")
+    listed = recipes_running(docs, "train_resnet.py")
     assert "/howto/frontier/pytorch-ddp-one-node" in listed["frontier"]
     includes = re.finditer(
         r"\{literalinclude\}\s+\S*examples/([\w-]+)/(\S+\.(?:sbatch|slurm|lsf))\s*$",

@@ -15,8 +15,8 @@
   trainer's option page (docs/reference/trainers/, found by its ``{argparse}`` ``:prog:``) and a
   download of the program; the option page lists the recipes that run it with a
   ``{recipes-running} PROGRAM`` block, which renders them, site by site, from the pages
-  themselves (:func:`recipes_running`), so no page keeps that list by hand; no how-to guide
-  shows a trainer whole;
+  themselves (:func:`clusterkit.pages.recipes.recipes_running`), so no page keeps that list by
+  hand; no how-to guide shows a trainer whole;
 * ``tab-label``: tabs of a ``group-tab`` set are labelled with site titles, so the blocks in them
   are judged against the right site and a reader's choice follows through the page.
 
@@ -226,27 +226,6 @@ def site_recipes_running(docs: Path, program: str, sites: list[Site]) -> dict[st
                 and re.search(rf"\b{re.escape(program)}\b", shown.read_text(encoding="utf-8"))
             ):
                 out["/" + page.relative_to(docs).with_suffix("").as_posix()] = page
-    return out
-
-
-def recipes_running(docs: Path, program: str) -> dict[str, list[str]]:
-    """Every how-to page that shows a job script starting ``program``, by the site the script
-    is for (its ``examples/<site>/`` folder): site name -> doc names, in page order. What the
-    ``{recipes-running}`` block of an option page renders."""
-    out: dict[str, list[str]] = {}
-    for page in sorted((docs / "howto").rglob("*.md")):
-        for m in INCLUDE.finditer(page.read_text(encoding="utf-8")):
-            shown = (page.parent / m["path"]).resolve()
-            if shown.suffix not in JOB_SUFFIXES or not shown.is_file():
-                continue
-            if shown.parent.parent.name != "examples":
-                continue
-            if not re.search(rf"\b{re.escape(program)}\b", shown.read_text(encoding="utf-8")):
-                continue
-            doc = "/" + page.relative_to(docs).with_suffix("").as_posix()
-            listed = out.setdefault(shown.parent.name, [])
-            if doc not in listed:
-                listed.append(doc)
     return out
 
 

@@ -535,7 +535,7 @@ class RecipesRunning(SphinxDirective):
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        from clusterkit.pages.site_pages import recipes_running
+        from clusterkit.pages.recipes import recipes_running
 
         program = self.arguments[0]
         docs = Path(self.env.srcdir)
