@@ -1044,11 +1044,6 @@ def raw_profile(name: str) -> Any:
         return None
 
 
-def site_names() -> list[str]:
-    """The name of every profile, loaded or not."""
-    return [p.stem for p in profile_paths()]
-
-
 def unless_unloaded(path: Path | str, check: Callable[[], list[Finding]]) -> list[Finding]:
     """``check()``'s findings for a file; where it stops at a site whose profile does not load,
     one warning for the file instead (that profile's own errors are reported as its own), so a
