@@ -28,6 +28,7 @@ import own_network
 import pytest
 
 from clusterkit.runs import trainlog
+from clusterkit.runs.programs import copy_program
 from clusterkit.sites.profiles import load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,7 +181,7 @@ def test_every_site_in_service_has_a_real_data_recipe():
 @pytest.mark.parametrize(("site", "script", "trainer"), CASES)
 def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request):
     shutil.copy(EX / script, tmp_path)
-    shutil.copy(trainer, tmp_path)
+    copy_program(trainer, tmp_path)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
     # trainers' own tests cover longer runs, resume and preemption.
     env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2")
@@ -234,7 +235,7 @@ def test_a_failed_sbcast_stops_the_frontier_job(emulated_env, tmp_path, tiny_sha
     job = tmp_path / "job"
     job.mkdir()
     shutil.copy(EX / script, job)
-    shutil.copy(TRAINERS["train_resnet.py"], job)
+    copy_program(TRAINERS["train_resnet.py"], job)
     env = dict(emulated_env, CLUSTERKIT_SITE="frontier", TRAIN_TINY_STEPS="2", DATA=str(broken))
     r, out = run_job(env, job, script)
     assert r.returncode == 1, f"{r.stderr}\n{out}"

@@ -82,11 +82,18 @@ def load_parser(path: Path) -> argparse.ArgumentParser:
         del sys.modules[name]
     finder = _Finder()
     sys.meta_path.insert(0, finder)
+    folder = str(Path(path).resolve().parent)
+    sys.path.insert(0, folder)  # as python does for a script: the modules beside it import
+    loaded = set(sys.modules)
     try:
         with lines_hook.measured():  # the program's lines that run here count as run
             namespace = runpy.run_path(str(path), run_name=f"_options_of_{Path(path).stem}")
             parser = namespace["build_parser"]()
     finally:
+        sys.path.remove(folder)
+        for name in set(sys.modules) - loaded:  # imported beside it, over the stand-ins
+            if str(getattr(sys.modules[name], "__file__", "")).startswith(folder):
+                del sys.modules[name]
         sys.meta_path.remove(finder)
         for name in [k for k in sys.modules if _is_framework(k)]:
             del sys.modules[name]
