@@ -235,7 +235,7 @@ def one_line_error(trainer, capsys, cwd: Path, argv) -> tuple[int, str]:
         ("no-data", "--data {tmp}/nosuch.jsonl: no such file or directory"),
         ("broken-json", "{tmp}/bad.jsonl:2: not a JSON record"),
         ("no-field", '{tmp}/bad.jsonl:1: no text field "text" (see --text-field)'),
-        ("wrong-suffix", "--data {tmp}/bad.csv: not .txt, .jsonl or .json"),
+        ("wrong-suffix", "--data {tmp}/bad.csv: not .txt, .jsonl, .json or .parquet"),
         ("too-long", "--seq-len 65 is longer than gpt2's 64 positions"),
     ],
 )

@@ -23,7 +23,9 @@ def documents(count: int = 400) -> list[str]:
     ]
 
 
-def write_model(out: Path, kind: str = "gpt2", positions: int = 64) -> Path:
+def write_model(
+    out: Path, kind: str = "gpt2", positions: int = 64, width: int = 32, layers: int = 2
+) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
         GPT2Config,
@@ -47,17 +49,31 @@ def write_model(out: Path, kind: str = "gpt2", positions: int = 64) -> Path:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=end, bos_token=end)
     eos = tokenizer.eos_token_id
     if kind == "gpt2":
+        no_dropout = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
         config = GPT2Config(
-            vocab_size=len(tokenizer), n_positions=positions, n_embd=32, n_layer=2, n_head=2,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, eos_token_id=eos, bos_token_id=eos,
-        )  # fmt: skip
+            vocab_size=len(tokenizer),
+            n_positions=positions,
+            n_embd=width,
+            n_layer=layers,
+            n_head=2,
+            eos_token_id=eos,
+            bos_token_id=eos,
+            **no_dropout,
+        )
         model = GPT2LMHeadModel(config)
     else:
         config = LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=positions,
-            eos_token_id=eos, bos_token_id=eos, tie_word_embeddings=False,
-        )  # fmt: skip
+            vocab_size=len(tokenizer),
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=layers,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=positions,
+            eos_token_id=eos,
+            bos_token_id=eos,
+            tie_word_embeddings=False,
+        )
         model = LlamaForCausalLM(config)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

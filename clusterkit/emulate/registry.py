@@ -27,6 +27,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.programs",
     "clusterkit.emulate.wrappers",
     "clusterkit.emulate.sbcast",
+    "clusterkit.emulate.hub",
 )
 
 

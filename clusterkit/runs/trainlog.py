@@ -69,6 +69,8 @@ OUR_KINDS: dict[str, dict[str, type]] = {
     "resume": {"step": int, "path": str},
     "preempted": {"step": int},
     "summary": {"ranks": int, "steps": int, "img_s": float, "time_s": float},
+    # the language-model trainer's --memory-report: a rank's peak, in MiB
+    "memory": {"rank": int, "world": int, "peak_mib": float},
 }
 
 

@@ -9,8 +9,9 @@ Launch it the way your site launches parallel jobs; the script finds its rank it
 
 --model is a local directory in save_pretrained layout (what `hf download NAME --local-dir DIR`
 writes): its weights are fine-tuned, or with --scratch a new model is built from its config.
---data is text you hold: .txt files (one document per line), .jsonl/.json files (a "text"
-field), or a directory written by datasets' save_to_disk. It is tokenised once and cached
+--data is text you hold: .txt files (one document per line), .jsonl/.json or .parquet files (a
+"text" field; `hf download` fetches a data set's Parquet files), or a folder written by datasets'
+save_to_disk. It is tokenised once and cached
 beside the data. Nothing is fetched from the network: HF_HUB_OFFLINE=1 is set here.
 
 --parallel ddp keeps a whole model on each GPU; fsdp shards parameters, gradients and optimizer
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         required=True,
         metavar="PATH",
-        help=".txt or .jsonl/.json files, or a save_to_disk directory",
+        help=".txt, .jsonl/.json or .parquet files, or a save_to_disk directory",
     )
     data.add_argument("--text-field", default="text", metavar="NAME", help="of JSON records")
     data.add_argument(
@@ -217,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--compile", action="store_true", help="torch.compile each block")
     speed.add_argument(
         "--peak-tflops", type=float, metavar="X", help="a device's peak, for the MFU figure"
+    )
+    speed.add_argument(
+        "--memory-report",
+        action="store_true",
+        help="print each rank's peak memory: the GPU's allocator peak, or on a CPU what torch's "
+        "memory tracker counts (weights, gradients, optimizer state, activations), which is slow",
     )
 
     par = p.add_argument_group("devices and ranks")
@@ -390,8 +397,22 @@ def read_documents(path: Path, field: str) -> list[str]:
     A line that is not JSON, or a record without ``field``, is an error naming file and line."""
     if path.suffix == ".txt":
         return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if path.suffix == ".parquet":  # what the Hub holds data sets as (hf download)
+        import pyarrow.parquet as pq
+
+        try:
+            columns = pq.read_schema(path).names
+        except OSError as exc:
+            raise UsageError(f"--data {path}: not a Parquet file ({exc})") from None
+        if field not in columns:
+            raise UsageError(
+                f'--data {path}: no column "{field}" (has {", ".join(columns)}; see --text-field)'
+            )
+        return pq.read_table(path, columns=[field]).column(field).to_pylist()
     if path.suffix not in {".jsonl", ".json"}:
-        raise UsageError(f"--data {path}: not .txt, .jsonl or .json (nor a save_to_disk folder)")
+        raise UsageError(
+            f"--data {path}: not .txt, .jsonl, .json or .parquet (nor a save_to_disk folder)"
+        )
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json" and text.lstrip().startswith("["):
         try:
@@ -670,6 +691,43 @@ def peak_flops(args, device) -> float | None:
     return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
 
 
+def memory_tracker(args, model, optimizer, device):
+    """On a CPU with --memory-report: torch's memory tracker, started (it sees every tensor the
+    steps make, by kind); None otherwise."""
+    if not args.memory_report or device.type != "cpu":
+        return None
+    if args.parallel == "fsdp" and dist.is_initialized():
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+        tracker = FSDPMemTracker(model, optimizer)
+    else:
+        from torch.distributed._tools.mem_tracker import MemTracker
+
+        tracker = MemTracker()
+        tracker.track_external(model, optimizer)
+    tracker.__enter__()
+    return tracker
+
+
+def report_memory(tracker, device, rank: int, world: int) -> None:
+    """[memory] peak_mib: this rank's peak; on a CPU, also its parts at the peak."""
+    mib = 2**20
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(device) / mib
+        log(f"[memory] rank={rank}/{world} peak_mib={peak:.1f}")
+        return
+    tracker.__exit__(None, None, None)
+    parts = {
+        str(k).split(".")[-1].lower(): v
+        for k, v in tracker.get_tracker_snapshot("peak")[device].items()
+    }
+    shown = " ".join(
+        f"{name}_mib={parts.get(key, 0) / mib:.1f}"
+        for name, key in (("weights", "param"), ("grads", "grad"), ("optim", "opt"), ("act", "act"))
+    )
+    log(f"[memory] rank={rank}/{world} peak_mib={parts['total'] / mib:.1f} {shown}")
+
+
 def setup(args):
     launcher, rank, world, local_rank = launcher_env()
     use_cuda = choose_device_type(args.device, args.tiny, rank) == "cuda"
@@ -737,6 +795,7 @@ def main(argv=None) -> int:
     accumulate = len(batches.step(step)) if step < total else 1
     model.train()
 
+    tracker = memory_tracker(args, model, optimizer, device)
     first_step, saved_at, preempted = step, step, False
     tokens_step = args.global_batch_size * args.seq_len
     peak = peak_flops(args, device)
@@ -782,6 +841,8 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    if args.memory_report:
+        report_memory(tracker, device, rank, world)
     if saved_at != step:
         save_checkpoint(args, model, optimizer, step, rank, world, device, control)
     if args.output and not preempted:
