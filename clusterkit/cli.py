@@ -175,6 +175,13 @@ def cmd_new_site(args: argparse.Namespace) -> int:
     return scaffold.main([args.name, *extra, *(["--dry-run"] if args.dry_run else [])])
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The memory a language-model run takes on each GPU (clusterkit.emulate.memory_plan)."""
+    from clusterkit.emulate import memory_plan
+
+    return memory_plan.main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="clusterkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -227,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--title", help="the site's name as its documentation writes it")
     s.add_argument("--dry-run", action="store_true", help="list the files; write nothing")
     s.set_defaults(func=cmd_new_site)
+    s = sub.add_parser(
+        "plan",
+        help="the memory fine-tuning a language model takes on each GPU, and the GPUs it needs",
+    )
+    from clusterkit.emulate import memory_plan
+
+    memory_plan.add_arguments(s)
+    s.set_defaults(func=cmd_plan)
     return p
 
 

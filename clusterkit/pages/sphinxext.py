@@ -361,6 +361,26 @@ def status_text(site: Site) -> tuple[str, str]:
     )
 
 
+class MemoryPlan(SphinxDirective):
+    """``{memory-plan} SITE``: what the language-model recipes need of each GPU node type of the
+    site (clusterkit.emulate.memory_plan), computed from the profile's GPU memory."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.emulate import memory_plan
+
+        try:
+            site = load_site(self.arguments[0])
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        rows = memory_plan.site_rows(site)
+        if not rows:
+            raise self.error(f"{site.title}'s profile gives no GPU with its memory size")
+        return [_table(memory_plan.HEADERS, rows)]
+
+
 class SiteStatus(SphinxDirective):
     required_arguments = 1
 
@@ -638,6 +658,7 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
+    app.add_directive("memory-plan", MemoryPlan)
     app.add_directive("results-table", ResultsTable)
     app.add_directive("results-plot", ResultsPlot)
     app.add_directive("page-stacks", PageStacks)

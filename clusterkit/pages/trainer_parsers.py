@@ -25,6 +25,7 @@ FRAMEWORKS = ("torch", "torchvision", "tensorflow", "keras", "horovod", "numpy")
 TRAINERS = {
     "pytorch": ROOT / "examples" / "pytorch" / "train_resnet.py",
     "tensorflow": ROOT / "examples" / "tensorflow" / "train_resnet_keras.py",
+    "lm": ROOT / "examples" / "pytorch" / "train_lm.py",
 }
 
 
@@ -126,3 +127,8 @@ def pytorch_parser() -> argparse.ArgumentParser:
 def tensorflow_parser() -> argparse.ArgumentParser:
     """For sphinx-argparse (:ref:)."""
     return for_rst(load_parser(TRAINERS["tensorflow"]))
+
+
+def lm_parser() -> argparse.ArgumentParser:
+    """For sphinx-argparse (:ref:)."""
+    return for_rst(load_parser(TRAINERS["lm"]))

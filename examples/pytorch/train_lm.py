@@ -339,7 +339,11 @@ def build_model(args, config):
     block_classes = set(getattr(model, "_no_split_modules", None) or [])
     model.config.use_cache = False  # the key/value cache serves generation, not training
     if args.activation_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        keywords = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # its name from transformers 5.x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=keywords)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=keywords)
     if args.lora_rank:
         from peft import LoraConfig, get_peft_model
 
@@ -696,6 +700,12 @@ def memory_tracker(args, model, optimizer, device):
     steps make, by kind); None otherwise."""
     if not args.memory_report or device.type != "cpu":
         return None
+    if args.lora_rank:
+        warn(
+            "--memory-report on a CPU cannot measure a LoRA run: torch's tracker puts a hook on "
+            "every parameter's gradient, and frozen weights have none"
+        )
+        return None
     if args.parallel == "fsdp" and dist.is_initialized():
         from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
@@ -715,6 +725,8 @@ def report_memory(tracker, device, rank: int, world: int) -> None:
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device) / mib
         log(f"[memory] rank={rank}/{world} peak_mib={peak:.1f}")
+        return
+    if tracker is None:
         return
     tracker.__exit__(None, None, None)
     parts = {
@@ -817,6 +829,8 @@ def main(argv=None) -> int:
             torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if tracker is not None:
+            tracker.reset_mod_stats()  # its per-module figures are of one step at a time
         step += 1
         if step % args.log_every == 0 or step == total:
             if world > 1:
