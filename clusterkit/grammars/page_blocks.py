@@ -462,7 +462,8 @@ def job_script(block: PageBlock) -> Verdict:
     if launcher and first.startswith("#!"):
         return Verdict(True, f"a script (#!) that starts {launcher}", LAUNCHERS[launcher])
     if launcher:
-        return Verdict(False, f"{SKIP_REASON}: {launcher} typed at a prompt, not a script (#!)")
+        why = "no #! line, no #SBATCH/#PBS/#BSUB directive"
+        return Verdict(False, f"{launcher} typed at a prompt, not a job script ({why})")
     return Verdict(False, SKIP_REASON)
 
 
