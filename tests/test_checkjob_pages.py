@@ -269,3 +269,22 @@ def test_odd_pages_give_a_reading_not_a_traceback(capsys, tmp_path, monkeypatch,
     code, out, _err = _check(capsys, "--format", "json", "odd.md", "odd.rst", "odd.html")
     record = json.loads(out)
     assert code in (0, 1, 2) and len(record["pages"]) == 3
+
+
+def test_the_doc_pages_benchmark_records_counts_only(tmp_path, docs):
+    """benchmarks/check_doc_pages.py over a checkout of the pages above: the counts of its
+    record, and none of the pages' text."""
+    import subprocess
+
+    from benchmark_scripts import benchmark_module
+
+    subprocess.run(["git", "init", "-q", str(docs)], check=True)
+    out = tmp_path / "record.json"
+    bench = benchmark_module("check_doc_pages")
+    code = bench.main([f"example/docs={docs}", "--output", str(out)])
+    (repo,) = json.loads(out.read_text())["repositories"]
+    assert code == 0 and repo["traceback"] is False and repo["exit_status"] == 1
+    assert (repo["pages"], repo["blocks"], repo["judged"], repo["skipped"]) == (2, 12, 8, 4)
+    assert repo["every_block_has_page_line_and_reason"] is True
+    assert repo["findings_by_rule"]["sbatch-option"] == {"error": 2}
+    assert "partion" not in out.read_text(), "no text of the pages is recorded"
