@@ -154,12 +154,17 @@ class CheckJobRun:
         if self.pages:
             judged = sum(b["judged"] for b in self.blocks)
             lines.append(
-                f"{len(self.pages)} page(s): {len(self.blocks)} code blocks, {judged} job "
-                f"scripts judged, {len(self.blocks) - judged} skipped (-v lists each block)"
+                f"{_count(len(self.pages), 'page')}: {_count(len(self.blocks), 'code block')}, "
+                f"{_count(judged, 'job script')} judged, {len(self.blocks) - judged} skipped "
+                "(-v lists each block)"
             )
         if len(self.scripts) > 1 or self.pages:
-            lines.append(f"{len(self.scripts)} scripts judged against {title}")
+            lines.append(f"{_count(len(self.scripts), 'script')} judged against {title}")
         return lines
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
 
 
 def _display_of(path) -> str:

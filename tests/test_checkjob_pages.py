@@ -192,13 +192,13 @@ def test_findings_name_the_page_and_its_line(capsys, docs):
     # a finding whose message names another line of the script names the page's line
     ignored = [ln for ln in err.splitlines() if ln.startswith("docs/jobs.md:40:")]
     assert ignored and "(line 39)" in ignored[0], err
-    assert "3 page(s): 14 code blocks, 9 job scripts judged, 5 skipped" in err
+    assert "3 pages: 14 code blocks, 9 job scripts judged, 5 skipped" in err
 
 
 def test_quoted_globs_are_expanded_by_check_job(capsys, docs):
     code, _out, err = _check(capsys, "docs/**/*.md", "docs/**/*.rst")
     assert code == 1 and "docs/jobs.md:8:" in err and "docs/sub/jobs.rst:8:" in err
-    assert "2 page(s): 12 code blocks" in err
+    assert "2 pages: 12 code blocks" in err
 
 
 def test_json_lists_every_block_judged_or_skipped_with_its_reason(capsys, docs):
@@ -217,7 +217,9 @@ def test_json_lists_every_block_judged_or_skipped_with_its_reason(capsys, docs):
     assert reasons[("docs/jobs.md", 48)] == (
         "no #SBATCH/#PBS/#BSUB directive and no scheduler command"
     )
-    assert "include" in reasons[("docs/sub/jobs.rst", 37)]
+    assert reasons[("docs/sub/jobs.rst", 37)] == (
+        "an include of job.sbatch: pass that file to check-job"
+    )
     first = record["scripts"][0]
     assert (first["file"], first["line"], first["status"]) == ("docs/jobs.md", 6, 1)
     assert [(f["line"], f["rule"]) for f in first["findings"]] == [(8, "sbatch-option")]
@@ -242,7 +244,7 @@ def test_a_page_without_job_scripts_passes_and_verbose_says_why(capsys, tmp_path
     assert code == 0
     assert "README.md:4: skipped: no #SBATCH/#PBS/#BSUB directive and no scheduler command" in err
     assert "README.md:9: skipped: srun typed at a prompt" in err
-    assert "1 page(s): 2 code blocks, 0 job scripts judged, 2 skipped" in err
+    assert "1 page: 2 code blocks, 0 job scripts judged, 2 skipped" in err
 
 
 def test_a_missing_page_is_exit_status_2(capsys, tmp_path, monkeypatch):

@@ -31,7 +31,7 @@ import re
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
@@ -71,6 +71,7 @@ class PageBlock:
     column: int = 0  # for a script down a grid table: its column, from 1
     lines: tuple[int, ...] = ()  # page line of each line of text, where they are not in a row
     end: int = 0  # page line of the block's last line of text
+    source: str = ""  # for an include: the file it shows
 
     def page_line(self, n: int) -> int:
         """The page line of line ``n`` (from 1) of the text; 0 (the block as a whole) gives
@@ -192,7 +193,7 @@ def _fence(info: str, content: str, opener: int, depth: int) -> list[PageBlock]:
         return [_block(opener + 1, content, info.split()[0] if info else "", "fence")]
     name, arg = m[1].split(":")[-1], m[2].strip()
     if name in INCLUDE_DIRECTIVES:
-        return [PageBlock(opener, "", "", "include", end=opener)]
+        return [PageBlock(opener, "", "", "include", end=opener, source=arg)]
     if name in CODE_DIRECTIVES:
         body, skipped = _myst_options(content)
         return [_block(opener + 1 + skipped, body, arg.split()[0] if arg else "", "directive")]
@@ -263,10 +264,7 @@ def _shift(block: PageBlock, offset: int) -> PageBlock:
     if not offset:
         return block
     lines = tuple(n + offset for n in block.lines)
-    return PageBlock(
-        block.line + offset, block.text, block.lang, block.kind, block.column, lines,
-        block.end + offset,
-    )  # fmt: skip
+    return replace(block, line=block.line + offset, lines=lines, end=block.end + offset)
 
 
 def _literal(node, raw: list[str]) -> PageBlock | None:
@@ -327,7 +325,8 @@ def _directives(found: list[PageBlock], raw: list[str]) -> Iterator[None]:
 
     class Include(Any):
         def run(self):
-            found.append(PageBlock(self.lineno, "", "", "include", end=self.lineno))
+            source = self.arguments[0] if self.arguments else ""
+            found.append(PageBlock(self.lineno, "", "", "include", end=self.lineno, source=source))
             return []
 
     class Opaque(Any):
@@ -450,7 +449,8 @@ def job_script(block: PageBlock) -> Verdict:
     ``#PBS``), or when it is a script (``#!`` on its first line) that starts a scheduler's
     launcher (``srun``, ``jsrun``)."""
     if block.kind == "include":
-        return Verdict(False, "an include of another file: pass that file to check-job")
+        shown = block.source or "another file"
+        return Verdict(False, f"an include of {shown}: pass that file to check-job")
     if not block.text.strip():
         return Verdict(False, "empty")
     kinds = [m[1] for m in DIRECTIVE.finditer(block.text)]
