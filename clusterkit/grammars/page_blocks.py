@@ -39,7 +39,17 @@ RST_SUFFIXES = {".rst", ".rest"}
 HTML_SUFFIXES = {".html", ".htm"}
 PAGE_SUFFIXES = MARKDOWN_SUFFIXES | RST_SUFFIXES | HTML_SUFFIXES
 
-CODE_DIRECTIVES = {"code-block", "code", "sourcecode", "code-tab", "code-cell", "parsed-literal"}
+CODE_DIRECTIVES = {
+    "code-block",
+    "code",
+    "sourcecode",
+    "code-tab",  # sphinx-tabs
+    "code-cell",  # MyST-NB
+    "parsed-literal",
+    "prompt",  # sphinx-prompt
+    "testcode",
+    "jupyter-execute",
+}
 INCLUDE_DIRECTIVES = {"literalinclude"}
 # Directives whose content is neither code a reader copies nor markup holding some.
 OPAQUE_DIRECTIVES = {
@@ -56,7 +66,6 @@ OPAQUE_DIRECTIVES = {
     "highlight",
     "contents",
     "meta",
-    "only-html-raw",
 }
 
 
@@ -190,7 +199,7 @@ def _fence(info: str, content: str, opener: int, depth: int) -> list[PageBlock]:
     """A fenced block: code, or a MyST directive (code, include, container or opaque)."""
     m = re.match(r"\{([\w:.-]+)\}\s*(.*)", info)
     if not m:
-        return [_block(opener + 1, content, info.split()[0] if info else "", "fence")]
+        return [_block(opener + 1, content, _language(info), "fence")]
     name, arg = m[1].split(":")[-1], m[2].strip()
     if name in INCLUDE_DIRECTIVES:
         return [PageBlock(opener, "", "", "include", end=opener, source=arg)]
@@ -203,6 +212,15 @@ def _fence(info: str, content: str, opener: int, depth: int) -> list[PageBlock]:
     if name == "eval-rst":
         return rst_blocks(body, opener + skipped)
     return markdown_blocks(body, opener + skipped, depth)
+
+
+def _language(info: str) -> str:
+    """The language a fence's info string names: its first word, or the first class of an
+    attribute list (MkDocs' ```` ```{.yaml .annotate} ````)."""
+    m = re.match(r"\{\s*\.([\w+#-]+)", info)
+    if m:
+        return m[1]
+    return info.split()[0] if info else ""
 
 
 def _myst_options(content: str) -> tuple[str, int]:
