@@ -93,9 +93,7 @@ def _print_findings(findings: list, form: str) -> None:
 
 
 def _where(path, line: int | None) -> str:
-    from clusterkit.sites.errors import _display
-
-    return f"{_display(path)}:{line}" if line else _display(path)
+    return f"{_display_of(path)}:{line}" if line else _display_of(path)
 
 
 class CheckJobRun:
@@ -276,8 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("text", "json", "github"),
         default="text",
         help="text: one line per finding on standard error (default); json: one record of "
-        "every script and finding on standard output; github: GitHub Actions annotations on "
-        "standard output, shown on the lines of a pull request",
+        "every script and finding, and of every code block of the pages, on standard output; "
+        "github: GitHub Actions annotations on standard output, shown on the lines of a pull "
+        "request",
     )
     s.add_argument(
         "--ranks",
