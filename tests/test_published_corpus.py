@@ -15,8 +15,9 @@ import textwrap
 
 import pytest
 
+from clusterkit.grammars.page_blocks import page_blocks
 from clusterkit.pages import published_check as C
-from clusterkit.pages import published_page
+from clusterkit.pages import published_collect, published_page
 from clusterkit.sites import published as P
 from clusterkit.sites import published_manifest as M
 from clusterkit.sites.profiles import load_site
@@ -72,6 +73,8 @@ def test_placeholders_are_filled_with_the_profiles_example():
 
 # --------------------------------------------------------------------------- extraction
 def test_extraction_finds_blocks_of_both_page_formats():
+    """The corpus is gathered with check-job's reader of pages: the scripts (blocks with
+    directives) of a Markdown and a reStructuredText page, at their lines."""
     md = textwrap.dedent("""\
         Text.
 
@@ -91,8 +94,8 @@ def test_extraction_finds_blocks_of_both_page_formats():
             #!/bin/bash
             #SBATCH -t 5
         """)
-    blocks = list(P.markdown_blocks(md))
-    assert [n for n, _ in blocks] == [4, 11, 16]  # the one-line ```...``` is inline code
+    blocks = published_collect.scripts_in(md, ".md")
+    assert [n for n, _, _ in blocks] == [4, 11, 16]  # the one-line ```...``` is inline code
     assert blocks[1][1] == "#SBATCH -p gpu"  # the tab's indentation taken off
     assert blocks[2][1] == "#!/bin/bash\n#SBATCH -t 5"
     rst = textwrap.dedent("""\
@@ -112,9 +115,31 @@ def test_extraction_finds_blocks_of_both_page_formats():
         | ``#BSUB -P xxx`` | ``#BSUB -P yyy`` |
         +------------------+------------------+
         """)
-    blocks = P.page_blocks(rst, ".rst")
+    blocks = published_collect.scripts_in(rst, ".rst")
     assert [(n, c) for n, _, c in blocks] == [(4, 0), (9, 0), (12, 1), (12, 2)]
     assert blocks[3][1] == "#!/bin/bash\n#BSUB -P yyy"
+    (column,) = [b for b in page_blocks(rst, ".rst") if b.column == 2]
+    assert column.lines == (12, 14), "each line of a table's script is on its own row"
+    assert published_collect.scripts_in("#!/bin/bash\n#SBATCH -N 1\n", ".sbatch")[0][0] == 1
+    assert published_collect.scripts_in("#!/bin/bash\necho helper\n", ".sh") == []
+
+
+def test_a_script_in_an_html_comment_is_not_published():
+    """A page's HTML comment is not shown to readers: the scripts in it are not the site's."""
+    md = "<!--\n```bash\n#!/bin/bash\n#SBATCH -N 1\n```\n-->\n\n```bash\n#SBATCH -N 2\n```\n"
+    assert [n for n, _, _ in published_collect.scripts_in(md, ".md")] == [9]
+
+
+def test_the_repository_is_named_by_its_origin_or_its_snapshot_folder(tmp_path):
+    import subprocess
+
+    snap = tmp_path / "ARCHER2-HPC+archer2-docs" / "repo"
+    snap.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(snap)], check=True)
+    assert published_collect.repo_of(snap) == "ARCHER2-HPC/archer2-docs"
+    url = "git@github.com:N8-CIR-Bede/documentation.git"
+    subprocess.run(["git", "-C", str(snap), "remote", "add", "origin", url], check=True)
+    assert published_collect.repo_of(snap) == "N8-CIR-Bede/documentation"
 
 
 # --------------------------------------------------------------------------- comparing

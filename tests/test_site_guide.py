@@ -175,8 +175,9 @@ def test_the_guide_adds_a_site_on_a_fresh_clone(tmp_path):
     )
 
     # 5. the site's published scripts, from a stand-in of its documentation repository
-    published = block_with(blocks, "clusterkit.sites.published")
-    checkout = shlex.split(published[0])[3]
+    published = block_with(blocks, "clusterkit.pages.published_collect")
+    given, checkout = shlex.split(published[0])[3].split("=", 1)
+    assert given == name
     stand_in_docs((clone / checkout).resolve())
     r = sh.run(*published)
     assert r.returncode == 0, r.stdout + r.stderr

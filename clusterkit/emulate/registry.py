@@ -31,6 +31,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.programs",
     "clusterkit.emulate.wrappers",
     "clusterkit.emulate.sbcast",
+    "clusterkit.emulate.hub",
 )
 
 

@@ -1,8 +1,8 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
 ``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
-paths, account, stacks, sources) renders one table (``:kinds: node-local memory-backed`` keeps
-the paths of those kinds); ``{site-status} summit`` renders the
+paths, account, stacks, internet, sources) renders one table (``:kinds: node-local
+memory-backed`` keeps the paths of those kinds); ``{site-status} summit`` renders the
 lifecycle banner (current / end of service / retired, with dates and successor);
 ``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
 and what they hold; ``{recipes-running} PROGRAM`` lists, site by site, the how-to pages that
@@ -53,6 +53,7 @@ SHOWS = (
     "sources",
     "account",
     "stacks",
+    "internet",
 )
 KINDS = {"parallel", "network", "node-local", "memory-backed"}  # sites/schema.yaml, paths
 STACK_HEADERS = [
@@ -127,6 +128,26 @@ def stack_rows(site: Site) -> list[list[str]]:
             ]
         )
     return rows
+
+
+INTERNET = {
+    "none": "no",
+    "proxy": "only through the site's proxy",
+    "direct": "yes",
+    "unknown": "not documented",
+}
+
+
+def internet_rows(site: Site) -> list[list[str]]:
+    """Whether jobs reach the internet, as the profile says (no rows where it says nothing)."""
+    net = site.data.get("internet")
+    if not net:
+        return []
+    how = net.get("note", "")
+    if net.get("proxy"):
+        how += "; " + " ".join(f"export {k}={v}" for k, v in net["proxy"].items())
+    titles = "; ".join(src["title"] for src in net["sources"])
+    return [[INTERNET[net["compute_nodes"]], how, titles]]
 
 
 def _source_links(sources: list[dict]) -> nodes.paragraph:
@@ -267,6 +288,8 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
         return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
     if show == "stacks":
         return STACK_HEADERS, stack_rows(site)
+    if show == "internet":
+        return ["Compute nodes reach the internet", "How", "Sources"], internet_rows(site)
     if show == "sources":
         headers = ["Source", "Address", "Retrieved"]
         rows = [[s["title"], s["url"], s.get("retrieved", "")] for s in site.data["sources"]]
@@ -308,6 +331,8 @@ class SiteFacts(SphinxDirective):
         headers, rows = facts_rows(site, show)
         if not rows:
             return [nodes.paragraph(text=f"{site.title}: no {show} listed.")]
+        if show == "internet":
+            rows[0][-1] = _source_links(site.data["internet"]["sources"])
         if show == "stacks":  # the last column links each source
             for row, stack in zip(rows, site.stacks.values(), strict=True):
                 row[-1] = _source_links(stack.raw["sources"])
@@ -357,6 +382,26 @@ def status_text(site: Site) -> tuple[str, str]:
         f"{site.title} is in service. Facts on this page are read from its site "
         f"profile ({site.path.name}).",
     )
+
+
+class MemoryPlan(SphinxDirective):
+    """``{memory-plan} SITE``: what the language-model recipes need of each GPU node type of the
+    site (clusterkit.emulate.memory_plan), computed from the profile's GPU memory."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.emulate import memory_plan
+
+        try:
+            site = load_site(self.arguments[0])
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        rows = memory_plan.site_rows(site)
+        if not rows:
+            raise self.error(f"{site.title}'s profile gives no GPU with its memory size")
+        return [_table(memory_plan.HEADERS, rows)]
 
 
 class SiteStatus(SphinxDirective):
@@ -673,6 +718,7 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
+    app.add_directive("memory-plan", MemoryPlan)
     app.add_directive("results-table", ResultsTable)
     app.add_directive("results-plot", ResultsPlot)
     app.add_directive("page-stacks", PageStacks)

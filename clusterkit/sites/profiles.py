@@ -413,6 +413,12 @@ class Site:
         return self.status == "current"
 
     @property
+    def compute_internet(self) -> str:
+        """Whether jobs on compute nodes reach the internet: none, proxy, direct or unknown
+        (unknown also where the profile does not say)."""
+        return (self.data.get("internet") or {}).get("compute_nodes", "unknown")
+
+    @property
     def node_types(self) -> dict[str, NodeType]:
         out = {}
         for name, nt in self.data["node_types"].items():

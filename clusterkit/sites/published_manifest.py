@@ -49,8 +49,9 @@ CORPUS = ROOT / "tests" / "corpus" / "published"
 MANIFEST = CORPUS / "manifest.yaml"
 HEADER = """\
 # Job scripts published in the sites' own documentation repositories, with the verdict a
-# correct checker gives. Written by `python -m clusterkit.sites.published CHECKOUT...` (entries
-# and files) and by hand (verdicts, errors, reasons); see clusterkit/sites/published_manifest.py.
+# correct checker gives. Written by `python -m clusterkit.pages.published_collect SITE=CHECKOUT...`
+# (entries and files) and by hand (verdicts, errors, reasons); see
+# clusterkit/sites/published_manifest.py.
 """
 VERDICTS = {"accept", "refuse"}
 

@@ -322,11 +322,12 @@ def test_example_runs_for_real(site, script, trainer, extra, ranks, slurm_env, t
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed in this environment (nox -s slurm provides it)")
     from clusterkit.runs import shimdir, trainlog
+    from clusterkit.runs.programs import copy_program
     from clusterkit.sites.lmod import ensure_modulefiles
 
     env = slurm_env(site)
     shutil.copy(ROOT / "examples" / site / script, tmp_path)
-    shutil.copy(ROOT / "examples" / trainer, tmp_path)
+    copy_program(ROOT / "examples" / trainer, tmp_path)
     run_env = dict(
         env,
         TRAIN_TINY="1",
