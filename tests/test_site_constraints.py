@@ -289,7 +289,7 @@ def test_a_node_type_no_partition_holds_is_refused_at_validation(tmp_path):
     "change, rule",
     [
         (lambda d: d["qos"]["regular"].update(default=True), "qos-default"),
-        (lambda d: d["qos"]["regular"]["by_node_type"].update(huge={}), "qos-node-type"),
+        (lambda d: d["qos"]["regular"]["by_node_type"].update(x={"max_nodes": 1}), "qos-node-type"),
         (lambda d: d["partitions"]["gpu"].update(node_types=["small", "x"]), "partition-node-type"),
         (lambda d: d["scheduler"].update(default_partitions=["gpu"]), "default-partition"),
         (lambda d: d.update(plugins={"uenv": {"sources": BASE["sources"]}}), "plugin-options"),
