@@ -12,6 +12,8 @@ Judged against a small profile written here and against Perlmutter's.
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -399,3 +401,47 @@ def test_perlmutter_runs_a_job_without_qos_in_debug():
     assert _errors(long_gpu) == ["qos-time-limit"]
     assert "24:00:00" in long_gpu.errors[0].message
     assert _judge(PERLMUTTER, "-C gpu", "-q regular", "-t 23:00:00").errors == []
+
+
+# ----------------------------------------------------------------------------- the real Slurm's
+LUA = shutil.which("lua5.3") or shutil.which("lua")
+HARNESS = """
+slurm = {SUCCESS = 0, ERROR = -1, log_user = function(fmt, ...)
+  io.stderr:write(string.format(fmt, ...) .. "\\n") end}
+dofile(arg[1])
+local job = {features = arg[2] ~= "" and arg[2] or nil, qos = arg[3] ~= "" and arg[3] or nil,
+  time_limit = tonumber(arg[4]), min_nodes = 1, num_tasks = 4294967294,
+  ntasks_per_node = 65534, max_nodes = 4294967294}
+print(slurm_job_submit(job, {}, 0), job.partition)
+"""
+
+
+@pytest.mark.skipif(LUA is None, reason="no Lua interpreter here (Debian: lua5.3)")
+@pytest.mark.parametrize(
+    "features, qos, minutes, rc, partition",
+    [
+        ("cpu", "", 10, "0", "cpu"),
+        ("gpu", "", 10, "0", "gpu"),
+        ("gpu", "shared", 10, "0", "gpu-shared"),
+        ("gpu", "", 60, "2050", "gpu"),  # debug, the default: 30 minutes
+        ("gpu&hbm80g", "regular", 25 * 60, "2050", "gpu"),  # 24 hours on GPU nodes
+        ("cpu", "regular", 48 * 60, "0", "cpu"),  # no CPU limit in the profile
+        ("nope", "", 10, "2066", "nil"),  # no partition's nodes have it
+    ],
+)
+def test_the_generated_policy_routes_and_limits_as_the_emulator_does(
+    tmp_path, features, qos, minutes, rc, partition
+):
+    from clusterkit.runs import slurmconf
+
+    (tmp_path / "job_submit.lua").write_text(slurmconf.job_submit_lua(PERLMUTTER))
+    (tmp_path / "harness.lua").write_text(HARNESS)
+    out = subprocess.run(
+        [LUA, str(tmp_path / "harness.lua"), str(tmp_path / "job_submit.lua"), features, qos,
+         str(minutes)],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert out[0] == rc and out[1].split(",")[0] == partition, out
+    directives = [f"-C {features}", f"-t {minutes}"] + ([f"-q {qos}"] if qos else [])
+    emulated = _judge(PERLMUTTER, *directives)
+    assert bool(emulated.errors) == (rc != "0"), emulated.errors
