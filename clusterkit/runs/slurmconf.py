@@ -539,7 +539,8 @@ local function route(qname, features)
    local fit = {{}}
    for _, name in ipairs(routed) do
       local p = partitions[name]
-      local qos_ok = p.any or (qname ~= nil and p.allowed[qname]) or (qname == nil and not p.required)
+      local qos_ok = p.any or (qname ~= nil and p.allowed[qname])
+      qos_ok = qos_ok or (qname == nil and not p.required)
       if qos_ok and #candidates(p, features) > 0 then fit[#fit + 1] = name end
    end
    return fit
