@@ -38,7 +38,17 @@ REPO_SITES = {
     "N8-CIR-Bede/documentation": "bede",
     "ARCHER2-HPC/archer2-docs": "archer2",
     "olcf/olcf-user-docs": "summit",
+    # NERSC's documentation lives on GitLab; its Perlmutter job scripts here come from the
+    # training and example repositories NERSC publishes on GitHub
+    "NERSC/Migrate-to-Perlmutter": "perlmutter",
+    "NERSC/nersc-dl-multigpu": "perlmutter",
+    "NERSC/pytorch-examples": "perlmutter",
+    "NERSC/nersc-tf-tests": "perlmutter",
+    "NERSC/sc25-dl-tutorial": "perlmutter",
 }
+# sites whose scripts' text is not kept in the repository: their entries are marked
+# ``rebuilt`` and the text goes to published_manifest.REBUILT (see benchmarks/collect_corpus.py)
+REBUILT_SITES = {"perlmutter"}
 SUFFIX = {"slurm": ".sbatch", "lsf": ".lsf"}
 
 
@@ -239,6 +249,8 @@ def site_of(script: Published) -> str | None:
     machines (Frontier, Andes, ...), which have no profile here; LSF there meant Summit."""
     if script.repo == "olcf/olcf-user-docs":
         return "summit" if script.scheduler == "lsf" else None
+    if script.repo == "NERSC/Migrate-to-Perlmutter" and re.search(r"-(hsw|knl)\.", script.path):
+        return None  # the Cori (Haswell, KNL) halves of its before-and-after pairs
     return REPO_SITES.get(script.repo)
 
 
@@ -253,13 +265,15 @@ def machine_of(script: Published) -> str:
 def write_corpus(scripts: list[Published], out: Path) -> tuple[list[dict], Counter]:
     """Write the kept scripts under ``out/<site>/``; return their manifest entries (no
     verdicts) and the count of left-out scripts per machine."""
+    from clusterkit.sites.published_manifest import REBUILT
+
     entries, left = [], Counter()
     for s in scripts:
         site = site_of(s)
         if site is None:
             left[machine_of(s)] += 1
             continue
-        target = out / site / s.file_name()
+        target = (REBUILT if site in REBUILT_SITES else out) / site / s.file_name()
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(s.text, encoding="utf-8")
         entries.append(
@@ -274,6 +288,7 @@ def write_corpus(scripts: list[Published], out: Path) -> tuple[list[dict], Count
                 "line": s.line,
                 **({"column": s.column} if s.column else {}),
                 "digest": s.digest,
+                **({"rebuilt": True} if site in REBUILT_SITES else {}),
             }
         )
     return entries, left
@@ -305,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         repo = repo_of(checkout)
         for e in manifest.get("scripts", []):  # stale files of this repo go; current ones return
             if e["repo"] == repo:
-                (args.out / e["file"]).unlink(missing_ok=True)
+                (M.script_path(e) if e.get("rebuilt") else args.out / e["file"]).unlink(
+                    missing_ok=True
+                )
         entries, gone = write_corpus(find_scripts(checkout, repo), args.out)
         old = [e for e in manifest.get("scripts", []) if e["repo"] == repo]
         kept += merge(entries, old)
