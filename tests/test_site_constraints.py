@@ -384,7 +384,8 @@ PERLMUTTER = load_site("perlmutter")
         (("-C gpu", "-N 1", "--gpus-per-node=4", "-t 10"), "gpu", "a100-40gb"),
         (("-C gpu&hbm80g", "-N 1", "--gpus-per-node=4", "-t 10"), "gpu", "a100-80gb"),
         (("-C cpu", "-N 2", "-t 10"), "cpu", "epyc7763-cpu"),
-        (("-C gpu", "-q shared", "--gpus-per-task=1", "-c 32", "-t 10"), "gpu-shared", "a100-40gb"),
+        (("-C gpu", "-q shared", "-n 1", "--gpus-per-task=1", "-c 32", "-t 10"),
+         "gpu-shared", "a100-40gb"),
     ],
 )  # fmt: skip
 def test_perlmutter_routes_jobs_by_constraint_and_qos(directives, partition, node_type):
@@ -445,3 +446,13 @@ def test_the_generated_policy_routes_and_limits_as_the_emulator_does(
     directives = [f"-C {features}", f"-t {minutes}"] + ([f"-q {qos}"] if qos else [])
     emulated = _judge(PERLMUTTER, *directives)
     assert bool(emulated.errors) == (rc != "0"), emulated.errors
+
+
+def test_gpus_per_task_needs_the_task_count():
+    """Slurm's GRES validation refuses --gpus-per-task without --ntasks or --gpus (a tutorial
+    script of NERSC's, in the published corpus, does this)."""
+    refused = _judge(PERLMUTTER, "-C gpu", "-q shared", "--gpus-per-task=1", "-c 32", "-t 10")
+    assert _errors(refused) == ["gpus-per-task"]
+    for given in ("-n 1", "--ntasks-per-node=1", "--gpus=1"):
+        ok = _judge(PERLMUTTER, "-C gpu", "-q shared", given, "--gpus-per-task=1", "-t 10")
+        assert ok.errors == [], (given, ok.errors)

@@ -222,10 +222,11 @@ def _first_partition_that_fits(
         if not any(f.level == "error" for f in findings):
             return findings, shape
         tried.append((findings, shape))
-    if routed:  # the first partition the constraint reaches says why
-        for findings, shape in tried:
-            if not any(f.rule == "constraint-nodes" for f in findings):
-                return findings, shape
+    if routed:  # the first partition that takes the job's QoS and whose nodes it reaches
+        for skip in ({"constraint-nodes", "qos-partition"}, {"constraint-nodes"}):
+            for findings, shape in tried:
+                if not any(f.rule in skip for f in findings):
+                    return findings, shape
     return tried[0]
 
 
@@ -468,6 +469,7 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad(a.gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
         a.gpus_asked = per_node
+        self._gpus_per_task_needs_tasks(a)
         if gpu_type is not None and not self.site.generic:
             node = a.node
             self.bad(
@@ -477,6 +479,23 @@ class _Rules:
                 f"specification: no {a.part.name} node has GPUs of type {gpu_type!r}; ask for a "
                 f"number only (the node's GPUs are {node.gpus} x {node.gpu_model or 'none'})",
             )
+
+    def _gpus_per_task_needs_tasks(self, a: _Asked) -> None:
+        """Slurm's GRES validation (gres.c, every release from 22.05 on) refuses
+        --gpus-per-task unless the job gives its task count (--ntasks, or --ntasks-per-node,
+        from which sbatch counts them) or --gpus."""
+        req = self.req
+        if a.gpus_per_task is None or a.gpus_total is not None:
+            return
+        if req.has("ntasks") or req.has("ntasks_per_node"):
+            return
+        self.bad(
+            "gpus_per_task",
+            "gpus-per-task",
+            "sbatch: error: Failed to validate job spec. --gpus-per-task used without either "
+            "--gpus or -n/--ntasks is not allowed. (Invalid generic resource (gres) "
+            "specification)",
+        )
 
     # -- nodes and tasks
     def nodes_and_tasks(self, a: _Asked) -> None:

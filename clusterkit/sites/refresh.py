@@ -321,14 +321,15 @@ def compare(data: dict, live: Live) -> list[Change]:
                         line_of(data, ["partitions", name, "nodes"]),
                     )
                 )
-            if lp["default"] != bool(p.get("default", False)) and lp["default"]:
+            sched = data["scheduler"]
+            named = sched.get("default_partition") or (sched.get("default_partitions") or [None])[0]
+            if lp["default"] and not p.get("default") and name != named:
                 out.append(
                     Change(
                         "partitions",
                         name,
                         "notice",
-                        note="the live default partition; the profile names "
-                        f"{data['scheduler'].get('default_partition')}",
+                        note=f"the live default partition; the profile names {named}",
                         line=line,
                     )
                 )
