@@ -23,6 +23,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.jsrun",
     "clusterkit.emulate.ddl",
     "clusterkit.emulate.containers",
+    "clusterkit.emulate.shifter",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
     "clusterkit.emulate.wrappers",
