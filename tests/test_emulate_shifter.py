@@ -50,3 +50,22 @@ def test_the_command_inside_the_image_is_judged_where_srun_runs_it():
     report = check_slurm_script("job.sbatch", load_site("perlmutter"), text=text)
     assert [(f.line, f.rule) for f in report.errors] == [(8, "script-flag-unknown")]
     assert report.warnings == []  # --image and --module are the Shifter plugin's options
+
+
+# ----------------------------------------------------------------------------- podman-hpc
+@pytest.mark.parametrize(
+    "args, inner, rules",
+    [
+        (["run", "--rm", "--gpu", "-e", "A=1", "img:1", "python", "-V"], ["python", "-V"], []),
+        (["--squash-dir", "/s", "shared-run", "--mpi", "img", "./a.out"], ["./a.out"], []),
+        (["pull", "img:1"], [], []),
+        (["runn", "img"], [], ["podman-hpc-command"]),
+        (["run", "--gpu"], [], ["podman-hpc-command"]),
+        (["run", "--oom-score-adj", "5", "img", "true"], [], ["podman-hpc-option"]),
+    ],
+)
+def test_podman_hpc_lines_are_read_and_followed(args, inner, rules):
+    from clusterkit.emulate import podman_hpc
+
+    command, findings = podman_hpc.check("job.sbatch", 2, args)
+    assert (command, [f.rule for f in findings]) == (inner, rules)

@@ -24,6 +24,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.ddl",
     "clusterkit.emulate.containers",
     "clusterkit.emulate.shifter",
+    "clusterkit.emulate.podman_hpc",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
     "clusterkit.emulate.wrappers",
