@@ -10,6 +10,8 @@ folder (``_build/corpus/untuned/`` by default), where ``benchmarks/check_corpus.
     python benchmarks/collect_corpus.py                        # snapshots under /work/.mirror
     python benchmarks/collect_corpus.py --git CSCfi/csc-user-guide=/path/to/repo.git ...
     python benchmarks/collect_corpus.py --out /tmp/untuned
+    python benchmarks/collect_corpus.py --manifest tests/corpus/published/manifest.yaml \
+        --out _build/corpus/published          # the published corpus's rebuilt entries
 
 A snapshot is a git directory (bare or not) of the repository that holds the manifest's commit:
 given with ``--git OWNER/NAME=PATH``, or found as ``<mirror>/<owner>+<name>/repo`` (the layout a
@@ -202,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     data = yaml.safe_load(args.manifest.read_text(encoding="utf-8")) or {}
-    entries = data.get("scripts", [])
+    # an entry whose text the repository keeps beside its manifest needs no rebuilding
+    kept = args.manifest.parent
+    entries = [e for e in data.get("scripts", []) if not (kept / e["file"]).is_file()]
     repos = sorted({e["repo"] for e in entries})
     snapshots = find_snapshots(repos, parse_given(args.git), args.mirror)
     status = 0

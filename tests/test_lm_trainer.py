@@ -3,7 +3,9 @@
 Every run here starts from a tiny GPT-2 or Llama written by tests/tiny_lm.py with
 save_pretrained, with HF_HUB_OFFLINE=1, and (where this user may make one: root, as in CI) in a
 network namespace that holds only a loopback device, so a call to the Hugging Face hub would
-fail. Two-rank runs use torchrun with gloo, DDP and FSDP2 (torch's fully_shard).
+fail. Two-rank runs use torchrun with gloo, DDP and FSDP2 (torch's fully_shard). The tests
+marked ``stack`` also run under each software stack whose pages run the program
+(``nox -s stacks``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def ddp_run(tiny_lm, tmp_path_factory):
     return cwd, out
 
 
+@pytest.mark.stack
 def test_ddp_two_ranks_loss_falls_and_the_model_is_saved(ddp_run):
     cwd, out = ddp_run
     loss = losses(out)
@@ -102,6 +105,7 @@ def test_ddp_two_ranks_loss_falls_and_the_model_is_saved(ddp_run):
     assert (cwd / "trained" / "tokenizer.json").is_file()
 
 
+@pytest.mark.stack
 def test_fsdp_two_ranks_loss_falls(tiny_lm, tmp_path):
     out = ok(
         train(
@@ -127,7 +131,7 @@ def test_fsdp_two_ranks_loss_falls(tiny_lm, tmp_path):
     assert len(shards) == 2, shards
 
 
-@pytest.mark.parametrize("ranks", [2, 1])
+@pytest.mark.parametrize("ranks", [pytest.param(2, marks=pytest.mark.stack), 1])
 def test_a_two_rank_checkpoint_resumes_on_two_and_on_one_rank(ddp_run, tmp_path, tiny_lm, ranks):
     """The step after the checkpoint has the uninterrupted run's loss: bit for bit on the same
     number of ranks; on one rank to the last digits of a float sum taken in another order."""
@@ -228,6 +232,7 @@ def one_line_error(trainer, capsys, cwd: Path, argv) -> tuple[int, str]:
     return code, err[-1]
 
 
+@pytest.mark.stack
 @pytest.mark.parametrize(
     ("case", "message"),
     [

@@ -232,29 +232,39 @@ def test_the_scaffold_edits_no_sentence():
 
 
 # --------------------------------------------------------------------------- an unlike site
-# A site whose users name a QoS before anything else, whose accounts are their logins, and
-# whose documentation leaves two facts open. What the schema can say of it, as changes to the
-# filled-in skeleton: (keys, value). The schema's node features (jobs that choose nodes with
-# -C), per-QoS defaults and plugin options (SPANK, container runtimes) join this list, and the
-# job script's lines below, as the schema gains them.
+# A site whose jobs choose their nodes by constraint (-C gpu), name a QoS first (a job that
+# names none gets the default one), are charged to the user's default account unless they name
+# another, take an option of a SPANK plugin, and whose documentation leaves two facts open. Its
+# profile, as changes to the filled-in skeleton: (keys, value); what the schema gains joins
+# this list, and the job scripts' lines below.
 UNLIKE, UNLIKE_TITLE = "lakeside", "Lakeside"
 WHY_WALL = "not in Lakeside's queue policy page or its FAQ (both read 2026-11-28)"
 WHY_PYTHON = "the module page names no interpreter (read 2026-11-28)"
+SOURCE = [{"title": "Lakeside, jobs", "url": "https://docs.example.org/lakeside/jobs/",
+           "retrieved": "2026-11-28"}]  # fmt: skip
 UNLIKE_PROFILE = [
-    (("account",), {"required": False, "option": "--account", "pattern": "^[a-z]{3}[0-9]{3}$",
-                    "example": "abc123"}),
-    (("qos",), {"regular": {"description": "production work", "max_nodes": 64},
-                "debug": {"description": "short tests", "max_walltime": "00:30:00",
-                          "max_nodes": 2}}),
-    (("partitions", "gpu", "qos"), ["regular", "debug"]),
-    (("partitions", "gpu", "qos_required"), True),
+    (("account",), {"required": False, "default": "the user's default project",
+                    "option": "--account", "pattern": "^[a-z]{3}[0-9]{3}$", "example": "abc123"}),
+    (("node_types", "gpu-node", "features"), ["gpu"]),
+    (("qos",), {"debug": {"description": "short tests", "default": True,
+                          "max_walltime": "00:30:00", "max_nodes": 2},
+                "regular": {"description": "production work", "max_nodes": 64}}),
+    (("partitions", "gpu", "qos"), ["debug", "regular"]),
     (("partitions", "gpu", "max_walltime"), {"unknown": WHY_WALL}),
+    (("plugins",), {"gpu-pin": {
+        "description": "pins each task to the GPUs nearest its cores",
+        "options": [{"name": "--gpu-pin", "value": "required", "pattern": "^(closest|none)$",
+                     "tools": ["sbatch", "srun"]}],
+        "sources": SOURCE}}),
     (("stacks", "pytorch", "python"), {"unknown": WHY_PYTHON}),
 ]  # fmt: skip
 # #SBATCH lines the site's job scripts carry besides the skeleton's
-UNLIKE_DIRECTIVES = ["#SBATCH --qos=regular"]
+UNLIKE_DIRECTIVES = ["#SBATCH --qos=regular", "#SBATCH -C gpu", "#SBATCH --gpu-pin=closest"]
 # sections its reference page has besides the skeleton's, for the parts of the profile it adds
-UNLIKE_SECTIONS = ["## QoS\n\n```{{site-facts}} {name}\n:show: qos\n```\n"]
+UNLIKE_SECTIONS = [
+    "## QoS\n\n```{{site-facts}} {name}\n:show: qos\n```\n",
+    "## Plug-ins\n\n```{{site-facts}} {name}\n:show: plugins\n```\n",
+]
 
 
 def _unlike(repo: Path) -> list[scaffold.Write]:
@@ -296,10 +306,15 @@ def test_a_site_unlike_the_others_passes_the_fast_pass_the_planner_and_slurm(tmp
             repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, f"examples/{UNLIKE}/{script}"
         )
         assert r.returncode == 0 and f"warning: [fact-unknown] {wall}" in r.stderr, r.stderr
-        no_qos = (repo / "examples" / UNLIKE / script).read_text().replace("--qos=regular", "")
-        (tmp_path / script).write_text(no_qos)
+        # without its QoS the job gets the default one, whose 30 minutes are too few
+        text = (repo / "examples" / UNLIKE / script).read_text()
+        (tmp_path / script).write_text(text.replace("#SBATCH --qos=regular\n", ""))
         r = run(repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, str(tmp_path / script))
-        assert r.returncode == 1 and "[qos-required]" in r.stderr, r.stderr
+        assert r.returncode == 1 and "[qos-time-limit]" in r.stderr, r.stderr
+        # the plugin's option is judged against its pattern, as the profile declares it
+        (tmp_path / script).write_text(text.replace("--gpu-pin=closest", "--gpu-pin=nearest"))
+        r = run(repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, str(tmp_path / script))
+        assert r.returncode == 1 and "--gpu-pin" in r.stderr, r.stderr
 
     plan = run(repo, "-m", "clusterkit.pages.affected", "HEAD", "--json")
     assert plan.returncode == 0, plan.stderr
@@ -323,9 +338,9 @@ def test_a_site_unlike_the_others_passes_the_fast_pass_the_planner_and_slurm(tmp
     (part,) = re.findall(r"^PartitionName=gpu .*$", text, re.M)
     assert "MaxTime=UNLIMITED" in part and f"# gpu's max_walltime is unknown ({WHY_WALL})" in text
     assert re.search(r"^NodeName=\S+ .*Sockets=1 CoresPerSocket=64 ThreadsPerCore=2 "
-                     r"RealMemory=524288 Gres=gpu:4", text, re.M), text  # fmt: skip
+                     r"RealMemory=524288 Gres=gpu:4 Features=gpu", text, re.M), text  # fmt: skip
     lua = (out / "job_submit.lua").read_text()
-    assert '["gpu"] = {required = true' in lua and '["debug"] = {max_minutes = 30' in lua
+    assert re.search(r'\["debug"\] = \{.*max_minutes = 30', lua), lua
 
 
 # --------------------------------------------------------------------------- the rules

@@ -288,8 +288,8 @@ class _Rules:
         except ValueError as exc:
             self.bad("W", "walltime-format", f"bsub: {exc}. {NOT_SUBMITTED}")
             return
-        if queue.max_walltime_s is None:
-            if not queue.raw.get("walltime_by_nodes"):
+        if queue.max_walltime_s is None:  # unknown, or no limit of its own
+            if queue.max_walltime_unknown and not queue.raw.get("walltime_by_nodes"):
                 fact = f"queue {queue.name}'s max_walltime"
                 msg = not_checked(self.site.title, fact, queue.max_walltime_unknown)
                 self.bad("W", "fact-unknown", msg, "warning")

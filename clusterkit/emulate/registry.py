@@ -27,6 +27,8 @@ JUDGE_MODULES = (
     "clusterkit.emulate.jsrun",
     "clusterkit.emulate.ddl",
     "clusterkit.emulate.containers",
+    "clusterkit.emulate.shifter",
+    "clusterkit.emulate.podman_hpc",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
     "clusterkit.emulate.wrappers",

@@ -16,7 +16,12 @@ from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_scheduler, register_snippet_job
 from clusterkit.emulate.report import Report, shift_lines, unreadable
 from clusterkit.emulate.script import UnreadableScript, read_script
-from clusterkit.emulate.slurm_request import JobRequest, job_requests, script_refusals
+from clusterkit.emulate.slurm_request import (
+    JobRequest,
+    job_requests,
+    script_refusals,
+    site_plugins,
+)
 from clusterkit.sites.profiles import Site
 
 
@@ -41,7 +46,7 @@ def check_slurm_script(
     report.findings += script.reading_findings() + script_refusals(script)
     shell, asked_bash = shell_checks.checks(script, site.placeholders)
     report.findings += shell
-    reqs = job_requests(script, argv, placeholders=site.placeholders, plugins=site.generic)
+    reqs = job_requests(script, argv, placeholders=site.placeholders, plugins=site_plugins(site))
     # the account the site's own pages write (bdXXXYY) is a placeholder too, but a known one
     example = site.account.get("example")
     reqs[0].findings = [
@@ -130,7 +135,7 @@ def job_env(
         submit_dir="$SLURM_SUBMIT_DIR",
         cluster=site.name,
         cpus_per_task_given=req.has("cpus_per_task"),
-        qos=req.get("qos"),
+        qos=shape.qos or req.get("qos"),
         ntasks_given=shape.ntasks_given,
         tasks_per_node_given=shape.tasks_per_node_given,
     )
@@ -166,7 +171,7 @@ def job_plan(
             "gpus_per_node": shape.gpus_per_node,
             "time_limit_s": shape.time_s,
             "account": req.get("account"),
-            "qos": req.get("qos"),
+            "qos": shape.qos or req.get("qos"),
         }
 
     plan = {"site": site.name, "script": str(path), **counts(reqs[0], shapes[0], nodesets[0])}

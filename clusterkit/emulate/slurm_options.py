@@ -20,6 +20,8 @@ from functools import cache
 
 from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
 from clusterkit.grammars.placeholders import ANGLE
+from clusterkit.sites import spank
+from clusterkit.sites.spank import PluginOption
 
 TOOLS = ("sbatch", "srun", "salloc")
 TOOL_LETTER = {"sbatch": "b", "srun": "r", "salloc": "a"}
@@ -113,17 +115,61 @@ def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
 
 
 PLUGIN = "plugin_options"  # where parse(..., plugins=True) puts options Slurm does not have
+# where parse puts the options of known SPANK plugins: (option, value, declared by the site)
+PLUGIN_KNOWN = "plugin_known"
 
 
-def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
+@dataclass(frozen=True)
+class Plugins:
+    """The SPANK plugins a site's clients take the options of.
+
+    ``declared``: those the site runs (its profile's ``plugins:``); their options are parsed
+    like Slurm's own. ``generic``: a site whose plugins are not known (``--site generic``):
+    the options of the plugins the registry knows (:mod:`clusterkit.sites.spank`) are taken
+    with a warning, and any other long option that is not a misspelling of one of Slurm's is
+    set aside unjudged. On a site with a profile, a known plugin's option that the profile does
+    not declare is refused, as the site's Slurm would refuse it."""
+
+    declared: tuple[spank.Plugin, ...] = ()
+    generic: bool = False
+
+    def table(self, tool: str) -> dict[str, tuple[PluginOption, bool]]:
+        """name -> (option, declared) for ``tool``: the site's plugins, and the registry's
+        (not declared) where the site's are not known."""
+        known = spank.option_table(list(spank.REGISTRY.values()), tool)
+        out = {n: (o, False) for n, o in known.items()}
+        out.update((n, (o, True)) for n, o in spank.option_table(list(self.declared), tool).items())
+        return out
+
+
+def _plugin_long(
+    tool: str, word: str, plugins: Plugins
+) -> tuple[PluginOption, bool, str | None] | None:
+    """The plugin option a ``--name[=value]`` word names (exact, else a unique prefix), with
+    whether the site declares it; None if it names none."""
+    name, eq, value = word[2:].partition("=")
+    table = plugins.table(tool)
+    if name not in table:
+        hits = [n for n in table if n.startswith(name)] if name else []
+        if len(hits) != 1:
+            return None
+        name = hits[0]
+    option, declared = table[name]
+    return option, declared, value if eq else None
+
+
+def parse(tool: str, argv: list[str], plugins: bool | Plugins = False) -> dict[str, list]:
     """Parse ``argv`` as ``tool``'s getopt_long does; return {dest: [values in order]} for the
     options given (a flag's value is True). What follows the options is returned as
     ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch).
 
-    ``plugins``: the site may add options of its own (SPANK plugins, such as CSCS's
-    ``--uenv``), unknown here: a long option Slurm does not have and that is not a misspelling
-    of one (:func:`close_options`) is collected under ``PLUGIN`` as written, its value taken
-    only when attached (``--uenv=name``), instead of refused."""
+    ``plugins``: the SPANK plugins whose options the site's clients take (:class:`Plugins`;
+    ``True`` is a site whose plugins are not known, such as the generic one). Options of known
+    plugins are collected under ``PLUGIN_KNOWN`` as (option, value, declared); on a site whose
+    plugins are not known, a long option Slurm does not have and that is not a misspelling of
+    one (:func:`close_options`) is collected under ``PLUGIN`` as written, its value taken only
+    when attached (``--uenv=name``), instead of refused."""
+    plugins = Plugins(generic=True) if plugins is True else plugins or Plugins()
     out: dict[str, list] = {}
     words = list(argv)
     i = 0
@@ -139,12 +185,9 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
             try:
                 spec, value = _long(tool, word)
             except OptionError as exc:
-                if not (plugins and str(exc).startswith("unrecognized")):
+                if not str(exc).startswith("unrecognized"):
                     raise
-                near = close_options(tool, word)
-                if near:
-                    raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
-                out.setdefault(PLUGIN, []).append(word)
+                i = _plugin_word(tool, word, words, i, plugins, out, exc)
                 continue
             if not spec.takes_value and value is not None:
                 raise OptionError(f"option '{spec.long}' doesn't allow an argument")
@@ -181,6 +224,42 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
     elif rest:
         out["command"] = rest
     return out
+
+
+def _plugin_word(
+    tool: str,
+    word: str,
+    words: list[str],
+    i: int,
+    plugins: Plugins,
+    out: dict[str, list],
+    exc: OptionError,
+) -> int:
+    """An option Slurm's ``tool`` does not have: a known plugin's (its value read by the
+    plugin's arity), one set aside on a site whose plugins are not known, or refused."""
+    found = _plugin_long(tool, word, plugins)
+    if found and (found[1] or plugins.generic):
+        option, declared, value = found
+        if not option.takes_value and value is not None:
+            raise OptionError(f"option '{option.name}' doesn't allow an argument")
+        if option.value == "required" and value is None:
+            if i >= len(words):
+                raise OptionError(f"option '{option.name}' requires an argument")
+            value, i = words[i], i + 1
+        out.setdefault(PLUGIN_KNOWN, []).append((option, value, declared))
+        return i
+    if found:  # a plugin this site's profile does not say it runs
+        raise OptionError(
+            f"{exc} ({found[0].name} is an option of the {found[0].plugin} SPANK plugin, which "
+            "the site's profile does not list under plugins:)"
+        )
+    if not plugins.generic:
+        raise exc
+    near = close_options(tool, word)
+    if near:
+        raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
+    out.setdefault(PLUGIN, []).append(word)
+    return i
 
 
 def _add(out: dict[str, list], spec: OptionSpec, value: str | None) -> None:

@@ -18,6 +18,7 @@ from clusterkit.emulate.script import JobScript
 from clusterkit.emulate.slurm_option_table import RELEASES
 from clusterkit.grammars.placeholders import is_ellipsis, placeholder_in
 from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 # options whose value names what the reader owns: there the docs' "your_project"/"myproject"
 # words are placeholders too (elsewhere, a job called my_job is a name the reader may keep)
@@ -77,6 +78,8 @@ class JobRequest:
     findings: list[Finding] = field(default_factory=list)
     # options given as one of the site docs' placeholders (--time=<upper_bound>): not judged
     placeholders: dict[str, Value] = field(default_factory=dict)
+    # options of the site's SPANK plugins (--image=...): name -> value (True for a flag)
+    plugin_values: dict[str, Value] = field(default_factory=dict)
 
     def get(self, dest: str) -> str | None:
         v = self.options.get(dest)
@@ -94,7 +97,13 @@ def _merge(
     req: JobRequest, parsed: dict[str, list], line: int, placeholders: tuple[str, ...] = ()
 ) -> None:
     for dest, values in parsed.items():
-        if dest in {"script", "script_args", "command", slurm_options.PLUGIN}:
+        if dest in {
+            "script",
+            "script_args",
+            "command",
+            slurm_options.PLUGIN,
+            slurm_options.PLUGIN_KNOWN,
+        }:
             continue
         value = Value("" if values[-1] is True else str(values[-1]), line)
         # a placeholder stands for a value the reader fills in, and is not judged; an account
@@ -121,12 +130,17 @@ HET_PROPAGATED = frozenset(
 )
 
 
+def site_plugins(site: Site) -> slurm_options.Plugins:
+    """The SPANK plugins whose options ``site``'s Slurm clients take."""
+    return slurm_options.Plugins(tuple(site.plugins), generic=site.generic)
+
+
 def job_requests(
     script: JobScript,
     argv: list[str] | None = None,
     tool: str = "sbatch",
     placeholders: tuple[str, ...] = (),
-    plugins: bool = False,
+    plugins: bool | slurm_options.Plugins = False,
 ) -> list[JobRequest]:
     """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
     directives, then the command line, which wins. Findings about the script's directives as a
@@ -143,7 +157,9 @@ def job_requests(
         reqs.append(req)
     if argv:
         try:
-            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0, placeholders)
+            parsed = slurm_options.parse(tool, list(argv), plugins)
+            reqs[0].findings += plugin_findings(reqs[0], "<command line>", 0, tool, parsed)
+            _merge(reqs[0], parsed, 0, placeholders)
         except slurm_options.OptionError as exc:
             reqs[0].findings.append(
                 Finding(
@@ -192,7 +208,7 @@ def _merge_directive(
     d: slurm_options.SbatchDirective,
     tool: str,
     placeholders: tuple[str, ...],
-    plugins: bool = False,
+    plugins: bool | slurm_options.Plugins = False,
 ) -> None:
     if d.words and all(is_ellipsis(w) for w in d.words):
         message = f"fill in this line: #SBATCH {' '.join(d.words)} stands for your own options"
@@ -211,14 +227,48 @@ def _merge_directive(
             )
         )
         return
-    for word in parsed.get(slurm_options.PLUGIN, []):
-        req.findings.append(plugin_option(req.path, d.line, tool, word))
+    req.findings += plugin_findings(req, req.path, d.line, tool, parsed)
     stray = parsed.get("script") or parsed.get("command")  # a word that is not an option
     if stray:
         word = stray if isinstance(stray, str) else stray[0]
         message = f"{tool}: error: Invalid directive found in batch script: {word}"
         req.findings.append(Finding(req.path, d.line, "sbatch-option", message))
     _merge(req, parsed, d.line, placeholders)
+
+
+def plugin_findings(
+    req: JobRequest | None, path: Path | str, line: int, tool: str, parsed: dict[str, list]
+) -> list[Finding]:
+    """What the plugin options of one parsed line amount to: an option of a plugin the site
+    runs is judged against its value grammar (and kept in ``req.plugin_values``); one of a
+    plugin the registry knows, on a site whose plugins are not known, is a warning that names
+    the plugin; any other one there is set aside with :func:`plugin_option`'s warning."""
+    out = [plugin_option(path, line, tool, w) for w in parsed.get(slurm_options.PLUGIN, [])]
+    for option, value, declared in parsed.get(slurm_options.PLUGIN_KNOWN, []):
+        if not declared:
+            out.append(known_plugin_option(path, line, tool, option))
+            continue
+        problem = option.value_problem(value)
+        if problem:
+            out.append(
+                Finding(path, line, "plugin-option-value", f"{tool}: {option.plugin}: {problem}")
+            )
+        if req is not None:
+            req.plugin_values[option.name] = Value("" if value is None else value, line)
+    return out
+
+
+def known_plugin_option(path: Path | str, line: int, tool: str, option) -> Finding:
+    """A warning for the option of a plugin the registry knows, on a site whose plugins are
+    not known (``--site generic``): not a misspelling, and only such a site takes it."""
+    return Finding(
+        path,
+        line,
+        "plugin-option",
+        f"plugin option ({option.plugin}): {option.name} is not an option of Slurm's {tool}; "
+        f"accepted if the site runs {option.plugin}",
+        level="warning",
+    )
 
 
 def plugin_option(path: Path | str, line: int, tool: str, word: str) -> Finding:

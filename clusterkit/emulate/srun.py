@@ -33,7 +33,7 @@ from clusterkit.emulate.slurm_options import (
     option_message,
     positive_int,
 )
-from clusterkit.emulate.slurm_request import plugin_option
+from clusterkit.emulate.slurm_request import plugin_findings, site_plugins
 from clusterkit.sites.errors import Finding
 
 JOB_ID = 1000  # the job of a dry run
@@ -54,7 +54,10 @@ class Step:
 
 
 def step_request(
-    words: list[str], env: dict[str, str], expanded: bool = False, plugins: bool = False
+    words: list[str],
+    env: dict[str, str],
+    expanded: bool = False,
+    plugins: bool | slurm_options.Plugins = False,
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
     dry run; ``expanded``: the shell has done it, as for the srun shim of a run; ``plugins``:
@@ -130,25 +133,30 @@ def check_steps(
     expanded: bool = False,
     generic: bool = False,
     release: str = "22.05",
+    plugins: slurm_options.Plugins | None = None,
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
     ``expanded``: the words come from a shell that has expanded them already. ``generic``: a
     site of which only Slurm is known (``--site generic``): its plugins' options are set aside
     with a warning. ``release``: the site's Slurm; from 23.11 on srun takes --cpus-per-task
-    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
+    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK).
+    ``plugins``: the site's SPANK plugins (:func:`slurm_request.site_plugins`), whose
+    options srun takes."""
+    plugins = plugins or slurm_options.Plugins(generic=generic)
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
     parts = split_parts(words)
     steps: list[Step] = []
     for index, part in enumerate(parts):
         try:
-            opts, command = step_request(part, env, expanded, plugins=generic)
+            opts, command = step_request(part, env, expanded, plugins=plugins)
         except slurm_options.OptionError as exc:
             judge.bad("srun-option", f"srun: {option_message(exc)}")
             return judge.findings, []
-        for word in opts.pop(slurm_options.PLUGIN, []):
-            judge.findings.append(plugin_option(path, line, "srun", word))
+        judge.findings += plugin_findings(None, path, line, "srun", opts)
+        opts.pop(slurm_options.PLUGIN, None)
+        opts.pop(slurm_options.PLUGIN_KNOWN, None)
         groups = _groups(judge, opts, index, len(parts), len(shapes))
         if groups is None:
             return judge.findings, []
@@ -346,6 +354,7 @@ def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement |
         ctx.env,
         generic=site.generic,
         release=site.slurm_release if site.scheduler == "slurm" else "22.05",
+        plugins=site_plugins(site),
     )
     ctx.extend(findings)
     for step in steps:

@@ -31,6 +31,7 @@ from clusterkit.sites import published_manifest as M
 from clusterkit.sites.published import (
     DEFAULT_OUT,
     DIRECTIVE,
+    OTHER_MACHINE_PATHS,
     SCRIPT_SUFFIXES,
     Published,
     merge,
@@ -92,7 +93,10 @@ def find_scripts(checkout: Path, site: str | None, repo: str | None = None) -> l
         text = (checkout / rel).read_text(encoding="utf-8", errors="replace")
         for line, body, column in scripts_in(text, Path(rel).suffix):
             script = Published(repo, commit, rel, line, body.rstrip() + "\n", column)
+            other = OTHER_MACHINE_PATHS.get(site)
             keep = site if script.scheduler == scheduler else None
+            if other is not None and other.search(rel):
+                keep = None
             found.append(Published(repo, commit, rel, line, script.text, column, keep))
     return found
 
@@ -123,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         repo = repo_of(checkout)
         for e in manifest.get("scripts", []):  # stale files of this repo go; current ones return
             if e["repo"] == repo:
-                (args.out / e["file"]).unlink(missing_ok=True)
+                stale = M.script_path(e) if e.get("rebuilt") else args.out / e["file"]
+                stale.unlink(missing_ok=True)
         entries, gone = write_corpus(find_scripts(checkout, site, repo), args.out)
         old = [e for e in manifest.get("scripts", []) if e["repo"] == repo]
         kept += merge(entries, old)

@@ -54,6 +54,7 @@ SHOWS = (
     "account",
     "stacks",
     "internet",
+    "plugins",
 )
 KINDS = {"parallel", "network", "node-local", "memory-backed"}  # sites/schema.yaml, paths
 STACK_HEADERS = [
@@ -169,6 +170,24 @@ def _in_a_job(place: Place) -> str:
     return "; ".join(how)
 
 
+def _qos_row(name: str, q: dict) -> list[str]:
+    """A QoS's limits, with those it sets per node type and whether it is the default."""
+    walltime = q.get("max_walltime", "-")
+    per_type = "; ".join(
+        f"{nt}: {lim['max_walltime']}"
+        for nt, lim in q.get("by_node_type", {}).items()
+        if lim.get("max_walltime")
+    )
+    if per_type:
+        walltime = per_type if walltime == "-" else f"{walltime} ({per_type})"
+    notes = q.get("description", "")
+    if q.get("default"):
+        notes = f"default (a job that names no QoS). {notes}".strip()
+    if q.get("flags"):
+        notes = f"{notes} Flags: {', '.join(q['flags'])}.".strip()
+    return [name, walltime, str(q.get("max_nodes", "-")), str(q.get("max_gpus", "-")), notes]
+
+
 def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of one facts table (also used by tests and the coverage page)."""
     if show == "nodes":
@@ -186,6 +205,10 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
         network = any(nt.raw.get("network") for nt in site.node_types.values())
         if network:
             headers.append("Network")
+        # the features column only where jobs select nodes with -C (Perlmutter's gpu, hbm80g)
+        features = any(nt.features for nt in site.node_types.values())
+        if features:
+            headers.append("Features (-C)")
         rows = []
         for nt in site.node_types.values():
             gpus = f"{nt.gpus} x {nt.gpu_model}" if nt.gpus else "none"
@@ -199,7 +222,11 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 nt.memory_text,
                 gpus,
             ]
-            rows.append([*row, nt.raw.get("network", "not documented")] if network else row)
+            if network:
+                row.append(nt.raw.get("network", "not documented"))
+            if features:
+                row.append(", ".join(nt.raw.get("features", ())) or "none")
+            rows.append(row)
         return headers, rows
     if show == "affinity":
         headers = ["Node type", "NUMA", "Cores", "Hardware threads", "GPUs", "Kept for the system"]
@@ -233,8 +260,10 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
             rows.append(
                 [
                     p.name,
-                    p.node_type.name,
-                    p.max_walltime,
+                    ", ".join(nt.name for nt in p.node_types),
+                    p.max_walltime
+                    if p.max_walltime_s is not None or p.max_walltime_unknown
+                    else "none (per QoS)",
                     str(p.max_nodes or "-"),
                     ", ".join(p.qos) or "-",
                     notes,
@@ -242,18 +271,9 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
             )
         return headers, rows
     if show == "qos":
-        headers = ["QoS", "Max walltime", "Max nodes", "Max GPUs", "Notes"]
-        rows = [
-            [
-                name,
-                q.get("max_walltime", "-"),
-                str(q.get("max_nodes", "-")),
-                str(q.get("max_gpus", "-")),
-                q.get("description", ""),
-            ]
-            for name, q in site.qos.items()
+        return ["QoS", "Max walltime", "Max nodes", "Max GPUs", "Notes"], [
+            _qos_row(name, q) for name, q in site.qos.items()
         ]
-        return headers, rows
     if show == "modules":
         headers = ["Module", "Status", "Provides", "Replacement"]
         rows = []
@@ -285,7 +305,22 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
         return headers, rows
     if show == "account":
         a = site.account
-        return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
+        without = a.get("default") or ("refused" if a["required"] else "accepted")
+        return ["Option", "Form", "Example", "A job without one"], [
+            [a.get("option", ""), a["pattern"], a["example"], without]
+        ]
+    if show == "plugins":
+        headers = ["Plugin", "Options it adds (sbatch, srun, salloc)", "What for", "Sources"]
+        rows = [
+            [
+                plugin.name,
+                " ".join(o.name for o in plugin.options),
+                site.data["plugins"][plugin.name].get("description", ""),
+                "; ".join(src["title"] for src in plugin.sources),
+            ]
+            for plugin in site.plugins
+        ]
+        return headers, rows
     if show == "stacks":
         return STACK_HEADERS, stack_rows(site)
     if show == "internet":

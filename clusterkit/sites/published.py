@@ -30,6 +30,12 @@ DEFAULT_OUT = ROOT / "tests" / "corpus" / "published"
 SCRIPT_SUFFIXES = {".sh", ".slurm", ".sbatch", ".lsf", ".bsub", ".job"}
 DIRECTIVE = re.compile(r"^[ \t]*#(SBATCH|BSUB)\b", re.M)
 SUFFIX = {"slurm": ".sbatch", "lsf": ".lsf"}
+# sites whose scripts' text is not kept in the repository: their entries are marked
+# ``rebuilt`` and the text goes to published_manifest.REBUILT (see benchmarks/collect_corpus.py)
+REBUILT_SITES = {"perlmutter"}
+# scripts of a checkout that belong to another machine than the site's, by path: NERSC's
+# Migrate-to-Perlmutter pairs each Perlmutter script with Cori's (Haswell, KNL) one
+OTHER_MACHINE_PATHS = {"perlmutter": re.compile(r"-(hsw|knl)\.")}
 
 
 @dataclass(frozen=True)
@@ -85,13 +91,15 @@ def machine_of(script: Published) -> str:
 def write_corpus(scripts: list[Published], out: Path) -> tuple[list[dict], Counter]:
     """Write the kept scripts under ``out/<site>/``; return their manifest entries (no
     verdicts) and the count of left-out scripts per machine."""
+    from clusterkit.sites.published_manifest import REBUILT
+
     entries, left = [], Counter()
     for s in scripts:
         site = s.site
         if site is None:
             left[machine_of(s)] += 1
             continue
-        target = out / site / s.file_name()
+        target = (REBUILT if site in REBUILT_SITES else out) / site / s.file_name()
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(s.text, encoding="utf-8")
         entries.append(
@@ -106,6 +114,7 @@ def write_corpus(scripts: list[Published], out: Path) -> tuple[list[dict], Count
                 "line": s.line,
                 **({"column": s.column} if s.column else {}),
                 "digest": s.digest,
+                **({"rebuilt": True} if site in REBUILT_SITES else {}),
             }
         )
     return entries, left

@@ -310,6 +310,15 @@ REAL_RUNS = [
         2,
     ),
     ("archer2", "pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
+    # Perlmutter's: -C gpu picks the GPU nodes by feature (the job names no partition) and
+    # --qos=regular takes it out of the default debug QoS
+    (
+        "perlmutter",
+        "pytorch-ddp-1node.sbatch",
+        "pytorch/train_resnet.py",
+        ["--time=00:10:00", "--ntasks-per-node=2", "--cpus-per-task=1"],
+        2,
+    ),
 ]
 
 
