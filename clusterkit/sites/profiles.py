@@ -189,6 +189,7 @@ class NodeType:
         """The memory in GB as pages print it (``512``), or ``not documented``."""
         return NOT_DOCUMENTED if self.memory_gb is None else f"{self.memory_gb:g}"
 
+    @property
     def features(self) -> frozenset[str]:
         """The node features (``Features=``) jobs select these nodes with (``-C``)."""
         return frozenset(self.raw.get("features", ()))
