@@ -51,6 +51,7 @@ def cmd_check_job(args: argparse.Namespace) -> int:
     """Judge every script named (files or glob patterns): one line per finding, then one exit
     status for them all -- 2 when a path held no script to read, else 1 when any script has an
     error, else 0."""
+    from clusterkit.emulate import foreign
     from clusterkit.emulate.checkjob import check_job_file
     from clusterkit.emulate.report import with_ranks
     from clusterkit.sites.profiles import load_site
@@ -60,6 +61,8 @@ def cmd_check_job(args: argparse.Namespace) -> int:
     status, plans, judged = 0, [], []
     for path in paths:
         report = check_job_file(path, site)
+        if args.allow_foreign:
+            foreign.allow(report)
         code = 2 if report.unusable else 1 if report.errors else 0
         judged.append((path, report.findings, code))
         if args.format == "text":
@@ -194,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a profile of sites/, or generic: every rule that needs no site facts",
     )
     s.add_argument("--plan", action="store_true", help="print the plan as JSON")
+    s.add_argument(
+        "--allow-foreign",
+        action="store_true",
+        help="judge a script that holds another scheduler's directives (#PBS or #BSUB under "
+        "a Slurm site, #SBATCH under an LSF site) as it stands: a warning, not an error",
+    )
     s.add_argument(
         "--format",
         choices=("text", "json", "github"),

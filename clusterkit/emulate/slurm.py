@@ -112,7 +112,7 @@ class _Asked:
 def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]:
     """Every rule a site's Slurm applies at submission; returns (findings, resolved shape)."""
     names = (req.get("partition") or "").split(",")
-    if len(names) > 1:
+    if len(names) > 1 and not site.generic:  # a generic site takes any partition name
         return _first_partition_that_fits(req, site, names)
     rules = _Rules(req, site)
     part = rules.partition()

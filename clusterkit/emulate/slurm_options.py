@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from clusterkit.emulate.script import heredoc_lines
 from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
-from clusterkit.grammars.placeholders import ANGLE
+from clusterkit.grammars.placeholders import ANGLE, SQUARE
 
 TOOLS = ("sbatch", "srun", "salloc")
 TOOL_LETTER = {"sbatch": "b", "srun": "r", "salloc": "a"}
@@ -139,11 +140,13 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
             try:
                 spec, value = _long(tool, word)
             except OptionError as exc:
-                if not (plugins and str(exc).startswith("unrecognized")):
+                if not str(exc).startswith("unrecognized"):
                     raise
                 near = close_options(tool, word)
-                if near:
+                if near:  # a misspelling, with a profile or without
                     raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
+                if not plugins:
+                    raise
                 out.setdefault(PLUGIN, []).append(word)
                 continue
             if not spec.takes_value and value is not None:
@@ -357,8 +360,8 @@ class Directives:
 def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The words of a directive after its prefix, as sbatch's get_argument() splits them:
     whitespace separates, quotes group, a backslash keeps the next character, an unquoted
-    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``), or one in angle
-    brackets (``<#sockets * s>``), is one word.
+    ``#`` ends the line. A placeholder of the site's docs, one in angle brackets
+    (``<#sockets * s>``) or a phrase in square brackets (``[budget code]``) is one word.
     Returns (words, problem); the problem is sbatch's message for a line it cannot split."""
     words: list[str] = []
     i, n = 0, len(rest)
@@ -373,7 +376,7 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
         while i < n and (quote or not rest[i].isspace()):
             ch = rest[i]
             hit = "" if quote else next((p for p in placeholders if rest.startswith(p, i)), "")
-            angle = None if quote or hit else ANGLE.match(rest, i)
+            angle = None if quote or hit else ANGLE.match(rest, i) or SQUARE.match(rest, i)
             hit = angle[0] if angle else hit
             if hit:
                 word += hit
@@ -404,17 +407,23 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
 
 def _looks_like_directive(raw: str) -> bool:
     """A comment sbatch skips that a reader may take for a directive: ``# SBATCH``,
-    ``  #SBATCH`` (indented), ``#sbatch``."""
-    return re.match(r"\s*#\s*sbatch(\s+-|\s*$)", raw, re.IGNORECASE) is not None
+    ``  #SBATCH`` (indented), ``#sbatch``. A comment that shows the command
+    (``#   sbatch --nodes=N job.sh``, a usage note) is none."""
+    m = re.match(r"\s*#(\s*)(sbatch)(\s+-|\s*$)", raw, re.IGNORECASE)
+    return m is not None and (not m[1] or m[2] == "SBATCH")
 
 
 def read_directives(text: str, placeholders: tuple[str, ...] = ()) -> Directives:
     """The directives sbatch reads (``_opt_batch_script``): lines that start with ``#SBATCH``
     (or the old ``#SLURM``) in the first column, up to the first line that is neither blank nor
-    a comment; ``hetjob`` starts the next component of a heterogeneous job."""
+    a comment; ``hetjob`` starts the next component of a heterogeneous job. Lines of a
+    here-document after that (the script of a job the body submits) are not looked at."""
     out = Directives([], [])
     component, body = 0, 0
+    heredocs = heredoc_lines(text)  # text a command reads (a nested job's script), not ours
     for n, raw in enumerate(text.split("\n"), start=1):
+        if n in heredocs:
+            continue
         prefix = next((p for p in (DIRECTIVE, "#SLURM") if raw.startswith(p)), "")
         if prefix and not body:
             if prefix == "#SLURM":
