@@ -48,6 +48,7 @@ def check_slurm_script(
         placeholders=site.placeholders,
         plugins=site.generic,
         release=site.slurm_release,
+        options_release=site.slurm_options_release,
     )
     # the account the site's own pages write (bdXXXYY) is a placeholder too, but a known one
     example = site.account.get("example")

@@ -78,7 +78,7 @@ class Shape:
         node = self.node
         if self.exclusive:
             return node.cpus
-        tpc = node.threads_per_core
+        tpc = node.slurm_threads_per_core
         cores = -(-self.tasks_per_node * self.cpus_per_task // tpc)
         # a partition that hands out cores per GPU (DefCpuPerGPU) gives at least those
         cores = max(cores, self.gpus_per_node * self.partition.raw.get("cores_per_gpu", 0))
@@ -410,7 +410,7 @@ class _Rules:
                 self.bad(
                     "core_spec", "option-value", f"sbatch: error: Invalid --core-spec {spec!r}"
                 )
-        return usable if "nomultithread" in hint else usable * a.node.threads_per_core
+        return usable if "nomultithread" in hint else usable * a.node.slurm_threads_per_core
 
     def _nodes_needed(self, a: _Asked, ntasks: int | None) -> int:
         """Without --nodes Slurm takes as many nodes as the tasks and GPUs need."""

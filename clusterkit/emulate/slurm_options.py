@@ -90,17 +90,19 @@ def specs(tool: str, release: str | None = None) -> tuple[OptionSpec, ...]:
 
 
 @cache
-def _tables(tool: str) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
-    longs = {spec.long[2:]: spec for spec in specs(tool)}
-    shorts = {spec.short[1:]: spec for spec in specs(tool) if spec.short}
+def _tables(
+    tool: str, release: str | None = None
+) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
+    longs = {spec.long[2:]: spec for spec in specs(tool, release)}
+    shorts = {spec.short[1:]: spec for spec in specs(tool, release) if spec.short}
     return longs, shorts
 
 
-def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
+def _long(tool: str, word: str, release: str | None = None) -> tuple[OptionSpec, str | None]:
     """The option a ``--name[=value]`` word names (exact, else a unique prefix), and its
     attached value."""
     name, eq, value = word[2:].partition("=")
-    longs, _ = _tables(tool)
+    longs, _ = _tables(tool, release)
     if name in longs:
         return longs[name], value if eq else None
     hits = [spec for n, spec in longs.items() if n.startswith(name)] if name else []
@@ -109,17 +111,36 @@ def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
         names = " ".join(f"'{h.long}'" for h in hits)
         raise OptionError(f"option '--{name}' is ambiguous; possibilities: {names}")
     if not hits:
-        raise OptionError(f"unrecognized option '{word}'")
+        raise OptionError(f"unrecognized option '{word}'{_other_releases(tool, name, release)}")
     return hits[0], value if eq else None
+
+
+def _other_releases(tool: str, name: str, release: str | None) -> str:
+    """For an option ``tool`` of Slurm ``release`` lacks: the releases that have it."""
+    if release is None:
+        return ""
+    spec = next((s for s in specs(tool) if s.long == f"--{name}"), None)
+    if spec is None or not spec.releases:
+        return ""
+    spans = []
+    for span in spec.releases.split(","):
+        since, _, until = span.partition(":")
+        spans.append(f"{since} up to {until} (not {until})" if until else f"{since} and later")
+    return f" (Slurm {release}'s {tool} has no --{name}; Slurm {', '.join(spans)} has it)"
 
 
 PLUGIN = "plugin_options"  # where parse(..., plugins=True) puts options Slurm does not have
 
 
-def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
+def parse(
+    tool: str, argv: list[str], plugins: bool = False, release: str | None = None
+) -> dict[str, list]:
     """Parse ``argv`` as ``tool``'s getopt_long does; return {dest: [values in order]} for the
     options given (a flag's value is True). What follows the options is returned as
     ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch).
+
+    ``release``: the options of that Slurm release only (a site that records the release it
+    runs); None: those of any release of the table.
 
     ``plugins``: the site may add options of its own (SPANK plugins, such as CSCS's
     ``--uenv``), unknown here: a long option Slurm does not have and that is not a misspelling
@@ -138,11 +159,11 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
         i += 1
         if word.startswith("--"):
             try:
-                spec, value = _long(tool, word)
+                spec, value = _long(tool, word, release)
             except OptionError as exc:
-                if not str(exc).startswith("unrecognized"):
-                    raise
-                near = close_options(tool, word)
+                if not str(exc).startswith("unrecognized") or "; Slurm " in str(exc):
+                    raise  # ambiguous, or an option of another release
+                near = close_options(tool, word, release)
                 if near:  # a misspelling, with a profile or without
                     raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
                 if not plugins:
@@ -157,7 +178,7 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
                 value, i = words[i], i + 1
             _add(out, spec, value)
             continue
-        _, shorts = _tables(tool)
+        _, shorts = _tables(tool, release)
         k = 1
         while k < len(word):
             spec = shorts.get(word[k])
@@ -197,12 +218,13 @@ def option_message(exc: Exception) -> str:
     return str(exc)
 
 
-def close_options(tool: str, word: str) -> list[str]:
-    """Options of ``tool`` a misspelt ``word`` (``--partion=gpu``) is near, for a hint."""
+def close_options(tool: str, word: str, release: str | None = None) -> list[str]:
+    """Options of ``tool`` (in Slurm ``release``) a misspelt ``word`` (``--partion=gpu``) is
+    near, for a hint."""
     import difflib
 
     name = word.split("=", 1)[0]
-    longs, _ = _tables(tool)
+    longs, _ = _tables(tool, release)
     return [
         f"--{n}" for n in difflib.get_close_matches(name.lstrip("-"), list(longs), n=3, cutoff=0.8)
     ]

@@ -128,11 +128,13 @@ def job_requests(
     placeholders: tuple[str, ...] = (),
     plugins: bool = False,
     release: str = RELEASES[0],
+    options_release: str | None = None,
 ) -> list[JobRequest]:
     """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
     directives, then the command line, which wins. Findings about the script's directives as a
     whole (lines sbatch skips, the old #SLURM prefix, a --mail-type that replaces another in
-    Slurm ``release``) go with the first."""
+    Slurm ``release``) go with the first. ``options_release``: hold the options to that
+    release's (a site that records the Slurm it runs); None: any release's."""
     found = slurm_options.read_directives(script.text, placeholders)
     reqs: list[JobRequest] = []
     for k in range(found.components):
@@ -141,11 +143,12 @@ def job_requests(
             before = reqs[-1].options
             req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
         for d in (d for d in found.read if d.component == k):
-            _merge_directive(req, d, tool, placeholders, plugins)
+            _merge_directive(req, d, tool, placeholders, plugins, options_release)
         reqs.append(req)
     if argv:
         try:
-            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0, placeholders)
+            parsed = slurm_options.parse(tool, list(argv), release=options_release)
+            _merge(reqs[0], parsed, 0, placeholders)
         except slurm_options.OptionError as exc:
             reqs[0].findings.append(
                 Finding(
@@ -250,6 +253,7 @@ def _merge_directive(
     tool: str,
     placeholders: tuple[str, ...],
     plugins: bool = False,
+    release: str | None = None,
 ) -> None:
     if d.words and all(is_ellipsis(w) for w in d.words):
         message = f"fill in this line: #SBATCH {' '.join(d.words)} stands for your own options"
@@ -260,7 +264,7 @@ def _merge_directive(
         req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
         return
     try:
-        parsed = slurm_options.parse(tool, list(d.words), plugins)
+        parsed = slurm_options.parse(tool, list(d.words), plugins, release)
     except slurm_options.OptionError as exc:
         req.findings.append(
             Finding(

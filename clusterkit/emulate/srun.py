@@ -54,13 +54,18 @@ class Step:
 
 
 def step_request(
-    words: list[str], env: dict[str, str], expanded: bool = False, plugins: bool = False
+    words: list[str],
+    env: dict[str, str],
+    expanded: bool = False,
+    plugins: bool = False,
+    release: str | None = None,
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
     dry run; ``expanded``: the shell has done it, as for the srun shim of a run; ``plugins``:
-    options of unknown site plugins are set aside, see :func:`slurm_options.parse`)."""
+    options of unknown site plugins are set aside, see :func:`slurm_options.parse`;
+    ``release``: only that Slurm release's options)."""
     words = words if expanded else expand_fields(words, env)
-    parsed = slurm_options.parse("srun", words, plugins)
+    parsed = slurm_options.parse("srun", words, plugins, release)
     return parsed, parsed.pop("command", [])
 
 
@@ -130,20 +135,22 @@ def check_steps(
     expanded: bool = False,
     generic: bool = False,
     release: str = "22.05",
+    options_release: str | None = None,
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
     ``expanded``: the words come from a shell that has expanded them already. ``generic``: a
     site of which only Slurm is known (``--site generic``): its plugins' options are set aside
     with a warning. ``release``: the site's Slurm; from 23.11 on srun takes --cpus-per-task
-    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
+    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK).
+    ``options_release``: srun's options are those of that release (None: of any release)."""
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
     parts = split_parts(words)
     steps: list[Step] = []
     for index, part in enumerate(parts):
         try:
-            opts, command = step_request(part, env, expanded, plugins=generic)
+            opts, command = step_request(part, env, expanded, generic, options_release)
         except slurm_options.OptionError as exc:
             judge.bad("srun-option", f"srun: {option_message(exc)}")
             return judge.findings, []
@@ -295,7 +302,9 @@ def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint
     if not shape.cpus_known:
         return  # the job's CPUs per node depend on a node size not known here
     node = shape.node
-    per_cpu = node.threads_per_core if "nomultithread" in hint else 1
+    # stepmgr.c (_pick_step_nodes): a step that asks for fewer threads per core than the
+    # node's schedulable ones (srun --hint=nomultithread: 1) needs that many more CPUs
+    per_cpu = node.slurm_threads_per_core if "nomultithread" in hint else 1
     need, have = tpn * cpt * per_cpu, shape.cpus_per_node
     if need > have:
         how = f" x {per_cpu} hardware threads (--hint=nomultithread)" if per_cpu > 1 else ""
@@ -346,6 +355,7 @@ def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement |
         ctx.env,
         generic=site.generic,
         release=site.slurm_release if site.scheduler == "slurm" else "22.05",
+        options_release=site.slurm_options_release if site.scheduler == "slurm" else None,
     )
     ctx.extend(findings)
     for step in steps:

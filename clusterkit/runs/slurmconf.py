@@ -288,6 +288,8 @@ def generate(
             f"Sockets={sockets} CoresPerSocket={per_socket} "
             f"ThreadsPerCore={nt.threads_per_core} RealMemory={int(nt.memory_gb * 1024)}"
         )
+        if nt.slurm_threads_per_core < nt.threads_per_core:  # Slurm counts cores as CPUs
+            shape = f"CPUs={sockets * per_socket} " + shape
         if nt.gpus:
             shape += f" Gres=gpu:{nt.gpus}"
         if features:  # what jobs ask for with -C to have node-local storage (Frontier's nvme)
@@ -324,7 +326,9 @@ def generate(
         if p.exclusive:
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
-            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.threads_per_core}"
+            extra += (
+                f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
+            )
         part_lines.append(
             f"PartitionName={p.name} Nodes={ln.hostlist(1, partition_size(site, p.name, nodes))}"
             f" MaxTime={_slurm_time(p.max_walltime)}{extra}"
