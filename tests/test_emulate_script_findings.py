@@ -138,9 +138,13 @@ def test_a_mail_user_placeholder_is_not_said_to_be_refused(tmp_path):
 # --------------------------------------------------------------------------- the shell
 @pytest.mark.parametrize(
     "line",
-    ['cd "$(dirname "$0")"', "HERE=$(dirname $(realpath $0))", 'source "${BASH_SOURCE[0]%/*}/env.sh"',
-     'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)'],
-)  # fmt: skip
+    [
+        'cd "$(dirname "$0")"',
+        "HERE=$(dirname $(realpath $0))",
+        'source "${BASH_SOURCE[0]%/*}/env.sh"',
+        'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)',
+    ],
+)
 def test_the_script_folder_from_0_is_slurmds_spool(tmp_path, line):
     report = judge(tmp_path, f"#!/bin/bash\n#SBATCH -N 1\n{line}\nsrun hostname\n")
     [note] = [f for f in report.findings if f.rule == "script-dir"]
@@ -149,8 +153,11 @@ def test_the_script_folder_from_0_is_slurmds_spool(tmp_path, line):
     assert "$SLURM_SUBMIT_DIR" in note.message
 
 
-def test_0_alone_is_not_the_script_folder(tmp_path):
-    report = judge(tmp_path, '#!/bin/bash\n#SBATCH -N 1\necho "running $0"\nsrun hostname\n')
+@pytest.mark.parametrize(
+    "line", ['echo "running $0"', 'HERE=${SLURM_SUBMIT_DIR:-$(dirname "$0")}', "# cd $(dirname $0)"]
+)
+def test_0_alone_or_after_slurm_submit_dir_is_not_reported(tmp_path, line):
+    report = judge(tmp_path, f"#!/bin/bash\n#SBATCH -N 1\n{line}\nsrun hostname\n")
     assert not [f for f in report.findings if f.rule == "script-dir"]
 
 

@@ -91,7 +91,7 @@ def script_dir_findings(script: JobScript) -> list[Finding]:
     that is slurmd's spool directory."""
     for n, line in code_lines(script):
         m = SCRIPT_DIR.search(line)
-        if m:
+        if m and "SLURM_SUBMIT_DIR" not in line:  # ${SLURM_SUBMIT_DIR:-$(dirname $0)} is right
             what = "BASH_SOURCE" if "BASH_SOURCE" in m[0] else "$0"
             return [
                 Finding(

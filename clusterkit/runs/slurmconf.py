@@ -326,9 +326,7 @@ def generate(
         if p.exclusive:
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
-            extra += (
-                f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
-            )
+            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
         part_lines.append(
             f"PartitionName={p.name} Nodes={ln.hostlist(1, partition_size(site, p.name, nodes))}"
             f" MaxTime={_slurm_time(p.max_walltime)}{extra}"
