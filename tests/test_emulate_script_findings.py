@@ -252,6 +252,10 @@ def test_frontier_judges_the_options_of_its_slurm_release(tmp_path):
     assert error.line == 3 and "Slurm 24.11's sbatch has no --consolidate-segments" in error.message
     assert "did you mean" not in error.message
     assert judge(tmp_path, text, GENERIC).errors == []  # any release's options
+    step = "#!/bin/bash\n#SBATCH -A ABC123 -N 1 -t 10\nsrun --consolidate-segments hostname\n"
+    assert judge(tmp_path, step, FRONTIER).errors == []
+    [error] = judge(tmp_path, step, _at_release(FRONTIER, "24.11")).errors
+    assert error.rule == "srun-option" and "Slurm 24.11's srun" in error.message
 
 
 # --------------------------------------------------------------------------- Cirrus
