@@ -307,6 +307,8 @@ def generate(
             f"Sockets={sockets} CoresPerSocket={per_socket} "
             f"ThreadsPerCore={nt.threads_per_core} RealMemory={int(nt.memory_gb * 1024)}"
         )
+        if nt.slurm_threads_per_core < nt.threads_per_core:  # Slurm counts cores as CPUs
+            shape = f"CPUs={sockets * per_socket} " + shape
         if nt.gpus:
             shape += f" Gres=gpu:{nt.gpus}"
         # what jobs select the nodes with (-C gpu), and ask for to have node-local storage
@@ -345,7 +347,7 @@ def generate(
         if p.exclusive:
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
-            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.threads_per_core}"
+            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
         part_lines.append(
             f"PartitionName={p.name} Nodes={partition_nodes(site, p.name, nodes)}"
             f" MaxTime={_max_time(p)}{extra}"
