@@ -51,15 +51,20 @@ def cmd_check_job(args: argparse.Namespace) -> int:
     """Judge every script named (files or glob patterns; a page's code blocks): one line per
     finding, then one exit status for them all -- 2 when a path held nothing to read, else 1
     when any script has an error, else 0."""
+    from clusterkit.emulate import foreign
     from clusterkit.emulate.checkjob import check_job_file, check_job_page, is_page
     from clusterkit.emulate.report import with_ranks
     from clusterkit.sites.profiles import load_site
 
     site = load_site(args.site)
     run = CheckJobRun(site.name)
+    allow = foreign.allow if args.allow_foreign else (lambda report: report)
     for path in expand_paths(args.scripts):
         if is_page(path) and path.is_file():
             page = check_job_page(path, site)
+            for b in page.blocks:
+                if b.report is not None:
+                    allow(b.report)
             reports = run.add_page(page)
             _print_findings(page.findings, args.format)
             for b in page.blocks:
@@ -69,7 +74,7 @@ def cmd_check_job(args: argparse.Namespace) -> int:
                     print(f"{where}: {what}: {b.verdict.reason}", file=sys.stderr)
                 _print_findings(b.report.findings if b.report else [], args.format)
         else:
-            reports = [run.add_file(path, check_job_file(path, site))]
+            reports = [run.add_file(path, allow(check_job_file(path, site)))]
             _print_findings(reports[0].findings, args.format)
         if args.plan:
             run.plans += [with_ranks(r, args.ranks) for r in reports]
@@ -276,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a profile of sites/, or generic: every rule that needs no site facts",
     )
     s.add_argument("--plan", action="store_true", help="print the plan as JSON")
+    s.add_argument(
+        "--allow-foreign",
+        action="store_true",
+        help="judge a script that holds another scheduler's directives (#PBS or #BSUB under "
+        "a Slurm site, #SBATCH under an LSF site) as it stands: a warning, not an error",
+    )
     s.add_argument(
         "--format",
         choices=("text", "json", "github"),

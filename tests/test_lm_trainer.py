@@ -65,28 +65,19 @@ def ok(result) -> str:
     return result.stdout
 
 
+def gpt2(tiny_lm) -> list[str]:
+    """The GPT-2 runs' options: each rank's two sequences a step in micro-batches of one, so that
+    gradients accumulate and DDP averages once a step."""
+    model = ["--model", str(tiny_lm["gpt2"]), "--data", str(tiny_lm["text"])]
+    return [*model, "--lr", "3e-3", "--micro-batch-size", "1"]
+
+
 @pytest.fixture(scope="module")
 def ddp_run(tiny_lm, tmp_path_factory):
     """Two DDP ranks, 6 steps of GPT-2, a checkpoint every 2: the reference for resuming."""
     cwd = tmp_path_factory.mktemp("ddp")
-    out = ok(
-        train(
-            cwd,
-            "--model",
-            str(tiny_lm["gpt2"]),
-            "--data",
-            str(tiny_lm["text"]),
-            "--lr",
-            "3e-3",
-            "--keep",
-            "3",
-            "--output",
-            "trained",
-            steps=6,
-            ranks=2,
-        )
-    )
-    return cwd, out
+    more = ["--keep", "3", "--output", "trained"]
+    return cwd, ok(train(cwd, *gpt2(tiny_lm), *more, steps=6, ranks=2))
 
 
 @pytest.mark.stack
@@ -137,10 +128,7 @@ def test_a_two_rank_checkpoint_resumes_on_two_and_on_one_rank(ddp_run, tmp_path,
     number of ranks; on one rank to the last digits of a float sum taken in another order."""
     cwd, reference = ddp_run
     shutil.copytree(cwd / "checkpoints" / "step-00000004", tmp_path / "ck" / "step-00000004")
-    result = train(
-        tmp_path, "--model", str(tiny_lm["gpt2"]), "--data", str(tiny_lm["text"]),
-        "--lr", "3e-3", "--checkpoint-dir", "ck", steps=6, ranks=ranks,
-    )  # fmt: skip
+    result = train(tmp_path, *gpt2(tiny_lm), "--checkpoint-dir", "ck", steps=6, ranks=ranks)
     out = ok(result)
     assert records(out, "resume")[0]["step"] == 4
     before, after = losses(reference), losses(out)
@@ -273,3 +261,65 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     code, last = one_line_error(trainer, capsys, tmp_path, argv)
     assert code == 2
     assert message.format(tmp=tmp_path) in last, last
+
+
+def tiny_lm_documents() -> list[str]:
+    import tiny_lm
+
+    return tiny_lm.documents(200)
+
+
+def test_pretraining_from_a_config_reports_mfu(tiny_lm, tmp_path):
+    """--scratch builds new weights from the model's config; plain text is one document a line;
+    with a peak rate to divide by, the summary gives a model FLOPs utilisation."""
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n".join(tiny_lm_documents()))
+    model = ["--model", str(tiny_lm["llama"]), "--scratch", "--data", str(text)]
+    out = ok(train(tmp_path, *model, "--peak-tflops", "0.001", steps=2))
+    assert "llama new:" in out
+    summary = records(out, "summary")[0]
+    assert 0 < float(summary["mfu"]) < 10, summary
+
+
+@pytest.mark.parametrize("form", ["parquet", "save_to_disk"])
+def test_tokenize_only_reads_hub_and_datasets_formats(trainer, tiny_lm, tmp_path, form):
+    """A data set as the Hub holds it (Parquet) or as datasets saves it, tokenised into the
+    cache beside it by --tokenize-only, which trains nothing."""
+    import datasets
+
+    table = datasets.Dataset.from_dict({"text": tiny_lm_documents(), "label": [0] * 200})
+    data = tmp_path / ("train.parquet" if form == "parquet" else "saved")
+    if form == "parquet":
+        table.to_parquet(str(data))
+    else:
+        datasets.DatasetDict({"train": table}).save_to_disk(str(data))
+    argv = ["--model", str(tiny_lm["gpt2"]), "--data", str(data), "--tokenize-only"]
+    argv += ["--seq-len", "32", "--checkpoint-dir", str(tmp_path / "ck")]
+    assert trainer.run(argv) == 0
+    (cache,) = (tmp_path / f"{data.name}.tokens").iterdir()
+    blocks = datasets.load_from_disk(str(cache))
+    assert len(blocks) > 10 and len(blocks[0]["input_ids"]) == 32
+    assert not (tmp_path / "ck").exists()
+
+
+def test_blocks_are_compiled_one_by_one(trainer, tiny_lm):
+    """--compile compiles each transformer block (on its first call, which is not made here)."""
+    import torch
+
+    argv = ["--model", str(tiny_lm["gpt2"]), "--data", str(tiny_lm["text"]), "--compile"]
+    args = trainer.parse_args([*argv, "--seq-len", "32"])
+    model, classes = trainer.build_model(args, trainer.read_config(args))
+    model = trainer.parallelize(args, model, classes, torch.device("cpu"), 1)
+    blocks = trainer.blocks_of(model, classes)
+    assert len(blocks) == 2 and all(b._compiled_call_impl is not None for b in blocks)
+
+
+def test_a_checkpoint_of_another_model_is_refused(ddp_run, tiny_lm, tmp_path):
+    cwd, _ = ddp_run
+    shutil.copytree(cwd / "checkpoints" / "step-00000004", tmp_path / "ck" / "step-00000004")
+    model = ["--model", str(tiny_lm["llama"]), "--data", str(tiny_lm["text"])]
+    r = train(tmp_path, *model, "--checkpoint-dir", "ck", steps=6)
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: checkpoint ck/step-00000004 does not fit this model"), last
+    assert "Traceback" not in r.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterkit.emulate import launch_env, shell_checks, slurm, storage
+from clusterkit.emulate import foreign, launch_env, shell_checks, slurm, stale, storage
 from clusterkit.emulate.body import Context, walk
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_scheduler, register_snippet_job
@@ -44,9 +44,17 @@ def check_slurm_script(
         return unreadable(path, site.name, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + script_refusals(script)
+    report.findings += foreign.findings(script, "slurm")
     shell, asked_bash = shell_checks.checks(script, site.placeholders)
-    report.findings += shell
-    reqs = job_requests(script, argv, placeholders=site.placeholders, plugins=site_plugins(site))
+    report.findings += shell + stale.findings(script)
+    reqs = job_requests(
+        script,
+        argv,
+        placeholders=site.placeholders,
+        plugins=site_plugins(site),
+        release=site.slurm_release,
+        options_release=site.slurm_options_release,
+    )
     # the account the site's own pages write (bdXXXYY) is a placeholder too, but a known one
     example = site.account.get("example")
     reqs[0].findings = [

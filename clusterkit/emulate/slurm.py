@@ -91,7 +91,7 @@ class Shape:
         node = self.node
         if self.exclusive:
             return node.cpus
-        tpc = node.threads_per_core
+        tpc = node.slurm_threads_per_core
         cores = -(-self.tasks_per_node * self.cpus_per_task // tpc)
         # a partition that hands out cores per GPU (DefCpuPerGPU) gives at least those
         cores = max(cores, self.gpus_per_node * self.partition.raw.get("cores_per_gpu", 0))
@@ -133,7 +133,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
     each its constraint selects, in the profile's order, and lands on the first that can take
     it."""
     names = (req.get("partition") or "").split(",")
-    if len(names) > 1:
+    if len(names) > 1 and not site.generic:  # a generic site takes any partition name
         return _first_partition_that_fits(req, site, names)
     routed = [] if site.generic or req.get("partition") else site.default_partitions
     if len(routed) > 1:
@@ -577,7 +577,7 @@ class _Rules:
                 self.bad(
                     "core_spec", "option-value", f"sbatch: error: Invalid --core-spec {spec!r}"
                 )
-        return usable if "nomultithread" in hint else usable * a.node.threads_per_core
+        return usable if "nomultithread" in hint else usable * a.node.slurm_threads_per_core
 
     def _nodes_needed(self, a: _Asked, ntasks: int | None) -> int:
         """Without --nodes Slurm takes as many nodes as the tasks and GPUs need."""

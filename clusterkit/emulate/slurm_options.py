@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from clusterkit.emulate.script import heredoc_lines
 from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
-from clusterkit.grammars.placeholders import ANGLE
+from clusterkit.grammars.placeholders import ANGLE, SQUARE
 from clusterkit.sites import spank
 from clusterkit.sites.spank import PluginOption
 
@@ -91,17 +92,19 @@ def specs(tool: str, release: str | None = None) -> tuple[OptionSpec, ...]:
 
 
 @cache
-def _tables(tool: str) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
-    longs = {spec.long[2:]: spec for spec in specs(tool)}
-    shorts = {spec.short[1:]: spec for spec in specs(tool) if spec.short}
+def _tables(
+    tool: str, release: str | None = None
+) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
+    longs = {spec.long[2:]: spec for spec in specs(tool, release)}
+    shorts = {spec.short[1:]: spec for spec in specs(tool, release) if spec.short}
     return longs, shorts
 
 
-def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
+def _long(tool: str, word: str, release: str | None = None) -> tuple[OptionSpec, str | None]:
     """The option a ``--name[=value]`` word names (exact, else a unique prefix), and its
     attached value."""
     name, eq, value = word[2:].partition("=")
-    longs, _ = _tables(tool)
+    longs, _ = _tables(tool, release)
     if name in longs:
         return longs[name], value if eq else None
     hits = [spec for n, spec in longs.items() if n.startswith(name)] if name else []
@@ -110,8 +113,22 @@ def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
         names = " ".join(f"'{h.long}'" for h in hits)
         raise OptionError(f"option '--{name}' is ambiguous; possibilities: {names}")
     if not hits:
-        raise OptionError(f"unrecognized option '{word}'")
+        raise OptionError(f"unrecognized option '{word}'{_other_releases(tool, name, release)}")
     return hits[0], value if eq else None
+
+
+def _other_releases(tool: str, name: str, release: str | None) -> str:
+    """For an option ``tool`` of Slurm ``release`` lacks: the releases that have it."""
+    if release is None:
+        return ""
+    spec = next((s for s in specs(tool) if s.long == f"--{name}"), None)
+    if spec is None or not spec.releases:
+        return ""
+    spans = []
+    for span in spec.releases.split(","):
+        since, _, until = span.partition(":")
+        spans.append(f"{since} up to {until} (not {until})" if until else f"{since} and later")
+    return f" (Slurm {release}'s {tool} has no --{name}; Slurm {', '.join(spans)} has it)"
 
 
 PLUGIN = "plugin_options"  # where parse(..., plugins=True) puts options Slurm does not have
@@ -158,10 +175,15 @@ def _plugin_long(
     return option, declared, value if eq else None
 
 
-def parse(tool: str, argv: list[str], plugins: bool | Plugins = False) -> dict[str, list]:
+def parse(
+    tool: str, argv: list[str], plugins: bool | Plugins = False, release: str | None = None
+) -> dict[str, list]:
     """Parse ``argv`` as ``tool``'s getopt_long does; return {dest: [values in order]} for the
     options given (a flag's value is True). What follows the options is returned as
     ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch).
+
+    ``release``: the options of that Slurm release only (a site that records the release it
+    runs); None: those of any release of the table.
 
     ``plugins``: the SPANK plugins whose options the site's clients take (:class:`Plugins`;
     ``True`` is a site whose plugins are not known, such as the generic one). Options of known
@@ -183,11 +205,11 @@ def parse(tool: str, argv: list[str], plugins: bool | Plugins = False) -> dict[s
         i += 1
         if word.startswith("--"):
             try:
-                spec, value = _long(tool, word)
+                spec, value = _long(tool, word, release)
             except OptionError as exc:
-                if not str(exc).startswith("unrecognized"):
-                    raise
-                i = _plugin_word(tool, word, words, i, plugins, out, exc)
+                if not str(exc).startswith("unrecognized") or "; Slurm " in str(exc):
+                    raise  # ambiguous, or an option of another release
+                i = _plugin_word(tool, word, words, i, plugins, out, exc, release)
                 continue
             if not spec.takes_value and value is not None:
                 raise OptionError(f"option '{spec.long}' doesn't allow an argument")
@@ -197,7 +219,7 @@ def parse(tool: str, argv: list[str], plugins: bool | Plugins = False) -> dict[s
                 value, i = words[i], i + 1
             _add(out, spec, value)
             continue
-        _, shorts = _tables(tool)
+        _, shorts = _tables(tool, release)
         k = 1
         while k < len(word):
             spec = shorts.get(word[k])
@@ -234,9 +256,11 @@ def _plugin_word(
     plugins: Plugins,
     out: dict[str, list],
     exc: OptionError,
+    release: str | None = None,
 ) -> int:
     """An option Slurm's ``tool`` does not have: a known plugin's (its value read by the
-    plugin's arity), one set aside on a site whose plugins are not known, or refused."""
+    plugin's arity), one set aside on a site whose plugins are not known, or refused (with the
+    option it is a misspelling of, on any site)."""
     found = _plugin_long(tool, word, plugins)
     if found and (found[1] or plugins.generic):
         option, declared, value = found
@@ -253,11 +277,11 @@ def _plugin_word(
             f"{exc} ({found[0].name} is an option of the {found[0].plugin} SPANK plugin, which "
             "the site's profile does not list under plugins:)"
         )
+    near = close_options(tool, word, release)
+    if near:  # a misspelling, with a profile or without
+        raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
     if not plugins.generic:
         raise exc
-    near = close_options(tool, word)
-    if near:
-        raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
     out.setdefault(PLUGIN, []).append(word)
     return i
 
@@ -273,12 +297,13 @@ def option_message(exc: Exception) -> str:
     return str(exc)
 
 
-def close_options(tool: str, word: str) -> list[str]:
-    """Options of ``tool`` a misspelt ``word`` (``--partion=gpu``) is near, for a hint."""
+def close_options(tool: str, word: str, release: str | None = None) -> list[str]:
+    """Options of ``tool`` (in Slurm ``release``) a misspelt ``word`` (``--partion=gpu``) is
+    near, for a hint."""
     import difflib
 
     name = word.split("=", 1)[0]
-    longs, _ = _tables(tool)
+    longs, _ = _tables(tool, release)
     return [
         f"--{n}" for n in difflib.get_close_matches(name.lstrip("-"), list(longs), n=3, cutoff=0.8)
     ]
@@ -436,8 +461,8 @@ class Directives:
 def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The words of a directive after its prefix, as sbatch's get_argument() splits them:
     whitespace separates, quotes group, a backslash keeps the next character, an unquoted
-    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``), or one in angle
-    brackets (``<#sockets * s>``), is one word.
+    ``#`` ends the line. A placeholder of the site's docs, one in angle brackets
+    (``<#sockets * s>``) or a phrase in square brackets (``[budget code]``) is one word.
     Returns (words, problem); the problem is sbatch's message for a line it cannot split."""
     words: list[str] = []
     i, n = 0, len(rest)
@@ -452,7 +477,7 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
         while i < n and (quote or not rest[i].isspace()):
             ch = rest[i]
             hit = "" if quote else next((p for p in placeholders if rest.startswith(p, i)), "")
-            angle = None if quote or hit else ANGLE.match(rest, i)
+            angle = None if quote or hit else ANGLE.match(rest, i) or SQUARE.match(rest, i)
             hit = angle[0] if angle else hit
             if hit:
                 word += hit
@@ -483,17 +508,23 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
 
 def _looks_like_directive(raw: str) -> bool:
     """A comment sbatch skips that a reader may take for a directive: ``# SBATCH``,
-    ``  #SBATCH`` (indented), ``#sbatch``."""
-    return re.match(r"\s*#\s*sbatch(\s+-|\s*$)", raw, re.IGNORECASE) is not None
+    ``  #SBATCH`` (indented), ``#sbatch``. A comment that shows the command
+    (``#   sbatch --nodes=N job.sh``, a usage note) is none."""
+    m = re.match(r"\s*#(\s*)(sbatch)(\s+-|\s*$)", raw, re.IGNORECASE)
+    return m is not None and (not m[1] or m[2] == "SBATCH")
 
 
 def read_directives(text: str, placeholders: tuple[str, ...] = ()) -> Directives:
     """The directives sbatch reads (``_opt_batch_script``): lines that start with ``#SBATCH``
     (or the old ``#SLURM``) in the first column, up to the first line that is neither blank nor
-    a comment; ``hetjob`` starts the next component of a heterogeneous job."""
+    a comment; ``hetjob`` starts the next component of a heterogeneous job. Lines of a
+    here-document after that (the script of a job the body submits) are not looked at."""
     out = Directives([], [])
     component, body = 0, 0
+    heredocs = heredoc_lines(text)  # text a command reads (a nested job's script), not ours
     for n, raw in enumerate(text.split("\n"), start=1):
+        if n in heredocs:
+            continue
         prefix = next((p for p in (DIRECTIVE, "#SLURM") if raw.startswith(p)), "")
         if prefix and not body:
             if prefix == "#SLURM":

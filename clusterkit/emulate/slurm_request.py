@@ -141,10 +141,14 @@ def job_requests(
     tool: str = "sbatch",
     placeholders: tuple[str, ...] = (),
     plugins: bool | slurm_options.Plugins = False,
+    release: str = RELEASES[0],
+    options_release: str | None = None,
 ) -> list[JobRequest]:
     """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
     directives, then the command line, which wins. Findings about the script's directives as a
-    whole (lines sbatch skips, the old #SLURM prefix) go with the first."""
+    whole (lines sbatch skips, the old #SLURM prefix, a --mail-type that replaces another in
+    Slurm ``release``) go with the first. ``options_release``: hold the options to that
+    release's (a site that records the Slurm it runs); None: any release's."""
     found = slurm_options.read_directives(script.text, placeholders)
     reqs: list[JobRequest] = []
     for k in range(found.components):
@@ -153,11 +157,11 @@ def job_requests(
             before = reqs[-1].options
             req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
         for d in (d for d in found.read if d.component == k):
-            _merge_directive(req, d, tool, placeholders, plugins)
+            _merge_directive(req, d, tool, placeholders, plugins, options_release)
         reqs.append(req)
     if argv:
         try:
-            parsed = slurm_options.parse(tool, list(argv), plugins)
+            parsed = slurm_options.parse(tool, list(argv), plugins, options_release)
             reqs[0].findings += plugin_findings(reqs[0], "<command line>", 0, tool, parsed)
             _merge(reqs[0], parsed, 0, placeholders)
         except slurm_options.OptionError as exc:
@@ -170,12 +174,54 @@ def job_requests(
                 )
             )
     reqs[0].findings[:0] = _directive_notes(script.path, found, tool)
+    reqs[0].findings += mail_type_notes(script.path, found, tool, release)
     reqs[0].findings += fill_in_notes(script.path, reqs, tool)
     return reqs
 
 
+# Slurm 25.05 changed --mail-type from "add to the types given before" (opt->mail_type |= ...)
+# to "replace them" (opt->mail_type = ...), like every other option: SchedMD/slurm commit
+# fac544cef5, CHANGELOG/slurm-25.05.md ("multiple --mail-type arguments will not be merged").
+MAIL_TYPE_REPLACES = "25.05:"
+
+
+def mail_type_notes(
+    path: Path, found: slurm_options.Directives, tool: str, release: str
+) -> list[Finding]:
+    """A warning where a later ``--mail-type`` directive drops the types of an earlier one:
+    Slurm before 25.05 merged them, 25.05 and later keep the last."""
+    given: list[tuple[int, str]] = []
+    for d in found.read:
+        try:
+            parsed = slurm_options.parse(tool, list(d.words), plugins=True)
+        except slurm_options.OptionError:
+            continue  # reported where the directive is judged
+        given += [(d.line, str(v)) for v in parsed.get("mail_type", [])]
+    if len(given) < 2 or not slurm_options.in_spans(MAIL_TYPE_REPLACES, release):
+        return []
+    types = [{t.strip().upper() for t in v.split(",")} for _, v in given]
+    lost = sorted(set().union(*types[:-1]) - types[-1])
+    if not lost:
+        return []
+    line, last = given[-1]
+    earlier = ", ".join(f"line {n}" for n, _ in given[:-1])
+    merged = ",".join(sorted(set().union(*types)))
+    return [
+        Finding(
+            path,
+            line,
+            "mail-type-replaced",
+            f"{tool} of Slurm {release} keeps only the last --mail-type ({last}): the types "
+            f"asked for on {earlier} ({', '.join(lost)}) are dropped (Slurm 25.05 and later "
+            f"replace, earlier releases merged them); ask for all at once: --mail-type={merged}",
+            level="warning",
+        )
+    ]
+
+
 def fill_in_notes(path: Path, reqs: list[JobRequest], tool: str) -> list[Finding]:
-    """One "fill in" warning per option given as a placeholder (``-A <project>``)."""
+    """One "fill in" warning per option given as a placeholder (``-A <project>``), saying
+    what the tool makes of it as written."""
     out, seen = [], set()
     for req in reqs:
         for dest, value in req.placeholders.items():
@@ -189,11 +235,24 @@ def fill_in_notes(path: Path, reqs: list[JobRequest], tool: str) -> list[Finding
                     value.line,
                     "placeholder",
                     f"fill in {option}: {value.text!r} is a placeholder for your own value; "
-                    f"{tool} would refuse it as written",
+                    + AS_WRITTEN.get(dest, f"{tool} would refuse it as written").format(tool=tool),
                     level="warning",
                 )
             )
     return out
+
+
+# options whose value Slurm takes as any text: a placeholder there is not refused. slurmctld
+# checks a --mail-user only for its length (job_mgr.c: _test_strlen(job_desc->mail_user,
+# "mail_user", 1024)); sbatch opens no --output or --error file, the job's step does.
+AS_WRITTEN = {
+    "mail_user": "{tool} takes any text here (Slurm checks only that it is at most 1024 "
+    "characters), and the mail would go to it as written",
+    "job_name": "{tool} takes any text as a job name",
+    "comment": "{tool} takes any text as a comment",
+    "output": "{tool} takes any path here; the job's output goes there only if its folder exists",
+    "error": "{tool} takes any path here; the job's errors go there only if its folder exists",
+}
 
 
 def job_request(
@@ -209,6 +268,7 @@ def _merge_directive(
     tool: str,
     placeholders: tuple[str, ...],
     plugins: bool | slurm_options.Plugins = False,
+    release: str | None = None,
 ) -> None:
     if d.words and all(is_ellipsis(w) for w in d.words):
         message = f"fill in this line: #SBATCH {' '.join(d.words)} stands for your own options"
@@ -219,7 +279,7 @@ def _merge_directive(
         req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
         return
     try:
-        parsed = slurm_options.parse(tool, list(d.words), plugins)
+        parsed = slurm_options.parse(tool, list(d.words), plugins, release)
     except slurm_options.OptionError as exc:
         req.findings.append(
             Finding(

@@ -58,12 +58,14 @@ def step_request(
     env: dict[str, str],
     expanded: bool = False,
     plugins: bool | slurm_options.Plugins = False,
+    release: str | None = None,
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
     dry run; ``expanded``: the shell has done it, as for the srun shim of a run; ``plugins``:
-    options of unknown site plugins are set aside, see :func:`slurm_options.parse`)."""
+    options of unknown site plugins are set aside, see :func:`slurm_options.parse`;
+    ``release``: only that Slurm release's options)."""
     words = words if expanded else expand_fields(words, env)
-    parsed = slurm_options.parse("srun", words, plugins)
+    parsed = slurm_options.parse("srun", words, plugins, release)
     return parsed, parsed.pop("command", [])
 
 
@@ -134,6 +136,7 @@ def check_steps(
     generic: bool = False,
     release: str = "22.05",
     plugins: slurm_options.Plugins | None = None,
+    options_release: str | None = None,
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
@@ -142,7 +145,8 @@ def check_steps(
     with a warning. ``release``: the site's Slurm; from 23.11 on srun takes --cpus-per-task
     from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK).
     ``plugins``: the site's SPANK plugins (:func:`slurm_request.site_plugins`), whose
-    options srun takes."""
+    options srun takes. ``options_release``: srun's options are those of that release (None:
+    of any release)."""
     plugins = plugins or slurm_options.Plugins(generic=generic)
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
@@ -150,7 +154,7 @@ def check_steps(
     steps: list[Step] = []
     for index, part in enumerate(parts):
         try:
-            opts, command = step_request(part, env, expanded, plugins=plugins)
+            opts, command = step_request(part, env, expanded, plugins, options_release)
         except slurm_options.OptionError as exc:
             judge.bad("srun-option", f"srun: {option_message(exc)}")
             return judge.findings, []
@@ -303,7 +307,9 @@ def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint
     if not shape.cpus_known:
         return  # the job's CPUs per node depend on a node size not known here
     node = shape.node
-    per_cpu = node.threads_per_core if "nomultithread" in hint else 1
+    # stepmgr.c (_pick_step_nodes): a step that asks for fewer threads per core than the
+    # node's schedulable ones (srun --hint=nomultithread: 1) needs that many more CPUs
+    per_cpu = node.slurm_threads_per_core if "nomultithread" in hint else 1
     need, have = tpn * cpt * per_cpu, shape.cpus_per_node
     if need > have:
         how = f" x {per_cpu} hardware threads (--hint=nomultithread)" if per_cpu > 1 else ""
@@ -355,6 +361,7 @@ def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement |
         generic=site.generic,
         release=site.slurm_release if site.scheduler == "slurm" else "22.05",
         plugins=site_plugins(site),
+        options_release=site.slurm_options_release if site.scheduler == "slurm" else None,
     )
     ctx.extend(findings)
     for step in steps:

@@ -312,6 +312,8 @@ def generate(
             f"Sockets={sockets} CoresPerSocket={per_socket} "
             f"ThreadsPerCore={nt.threads_per_core} RealMemory={memory}"
         )
+        if nt.slurm_threads_per_core < nt.threads_per_core:  # Slurm counts cores as CPUs
+            shape = f"CPUs={sockets * per_socket} " + shape
         if nt.gpus:
             shape += f" Gres=gpu:{nt.gpus}"
         # what jobs select the nodes with (-C gpu), and ask for to have node-local storage
@@ -352,7 +354,7 @@ def generate(
         if p.exclusive:
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
-            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.threads_per_core}"
+            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
         if p.max_walltime_unknown:  # not limited, as the emulator leaves it unchecked
             part_lines.append(f"# {p.name}'s max_walltime is unknown ({p.max_walltime_unknown})")
         part_lines.append(

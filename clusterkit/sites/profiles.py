@@ -199,9 +199,17 @@ class NodeType:
         return self.sockets * self.cores_per_socket
 
     @property
+    def slurm_threads_per_core(self) -> int:
+        """Hardware threads Slurm counts as CPUs on each core: all of them, unless the site's
+        Slurm counts whole cores as CPUs (``slurm_cpu: core``: CPUs= in slurm.conf set to the
+        cores, which makes Slurm schedule one thread per core, src/common/node_conf.c)."""
+        return 1 if self.raw.get("slurm_cpu") == "core" else self.threads_per_core
+
+    @property
     def cpus(self) -> int:
-        """Logical CPUs a job may use, as Slurm counts them (usable cores x threads)."""
-        return self.usable_cores * self.threads_per_core
+        """Logical CPUs a job may use, as Slurm counts them (usable cores x the threads it
+        counts per core)."""
+        return self.usable_cores * self.slurm_threads_per_core
 
 
 @dataclass(frozen=True)
@@ -652,6 +660,13 @@ class Site:
         """The Slurm release the site runs (``scheduler.release``); 22.05 when the profile does
         not say, and the newest the emulator knows for the generic site."""
         return self.data["scheduler"].get("release", "22.05")
+
+    @property
+    def slurm_options_release(self) -> str | None:
+        """The Slurm release whose sbatch, srun and salloc options a script is held to: the one
+        the profile records (``scheduler.release``); None -- any release's options -- where it
+        records none, and for the generic site."""
+        return None if self.generic else self.data["scheduler"].get("release")
 
     @property
     def generic(self) -> bool:
