@@ -49,10 +49,7 @@ def main():
         optimizer = keras.optimizers.SGD(LR, momentum=0.9)
         optimizer.build(model.trainable_variables)  # its variables now, for a restore to fill
     loss_fn = keras.losses.MeanSquaredError(reduction="none")  # CHANGE: your loss, per sample
-    # Every worker saves (a checkpoint may need them all), but only rank 0's files are kept.
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    scratch = tempfile.TemporaryDirectory()  # the other workers' copies, deleted at exit
-    manager = tf.train.CheckpointManager(ckpt, args.checkpoint if rank == 0 else scratch.name, 1)
     ckpt.restore(tf.train.latest_checkpoint(args.checkpoint))  # resume from rank 0's, if any
     step = first = int(optimizer.iterations.numpy())
     if step:
@@ -85,8 +82,10 @@ def main():
             rate = (step - first) * global_batch / world / seconds
             line = f"step={step} loss={float(loss):.6f} lr={LR} img_s={rate:.1f}"
             print(f"[train] rank={rank}/{world} epoch={step * global_batch // len(x)} {line}")
-        if step % CHECKPOINT_EVERY == 0 or done:
-            manager.save(checkpoint_number=step)
+        if step % CHECKPOINT_EVERY == 0 or done:  # every worker saves: a save may need them all,
+            with tempfile.TemporaryDirectory() as scratch:  # but only rank 0's copy is kept
+                keep = args.checkpoint if rank == 0 else scratch
+                tf.train.CheckpointManager(ckpt, keep, max_to_keep=1).save(step)
     if rank == 0 and step < args.steps:  # stopped by a signal
         print(f"[preempted] step={step}")
     if rank == 0:
