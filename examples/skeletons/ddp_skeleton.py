@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 LAUNCHERS = [
     ("RANK", "WORLD_SIZE", "LOCAL_RANK"),  # torchrun
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),  # mpirun
-    ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"),  # srun (the batch shell: no)
+    ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"),  # srun's tasks, not the batch shell
 ]
 MEET = "export MASTER_PORT=29500 MASTER_ADDR=$(scontrol show hostnames | head -n 1)"
 BATCH, LR, LOG_EVERY, CHECKPOINT_EVERY = 32, 0.01, 100, 500  # CHANGE: batch size is per rank
@@ -31,12 +31,10 @@ def main():
     parser.add_argument("--checkpoint", default="checkpoint.pt", help="rank 0 writes it")
     args = parser.parse_args()
     env = os.environ
-    names = next((names for names in LAUNCHERS if names[0] in env), None)  # None: no launcher
-    rank, world, local = [int(env[name]) for name in names] if names else (0, 1, 0)
-    if world == 1:  # one process meets only itself: here, on any free port
-        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0")
-    if not {"MASTER_ADDR", "MASTER_PORT"} <= env.keys():  # torchrun sets them, srun does not
-        sys.exit(f"error: {world} ranks, but no MASTER_ADDR or no MASTER_PORT: {MEET}")
+    names = next((names for names in LAUNCHERS if names[0] in env), None)
+    rank, world, local = [int(env[name]) for name in names] if names else (0, 1, 0)  # or alone
+    if not {"MASTER_ADDR", "MASTER_PORT"} <= env.keys():  # where the ranks meet: srun says not
+        sys.exit(f"error: MASTER_ADDR or MASTER_PORT is not set: use torchrun, or first {MEET}")
     device, backend = torch.device("cpu"), "gloo"
     if torch.cuda.is_available():  # one GPU per rank, picked by its rank on the node
         device, backend = torch.device("cuda", local % torch.cuda.device_count()), "nccl"
@@ -44,6 +42,7 @@ def main():
     dist.init_process_group(backend, rank=rank, world_size=world)
     for sig in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.append(signum))
+
     x = torch.randn(8192, 32, generator=torch.Generator().manual_seed(0))  # CHANGE: your data
     data = TensorDataset(x, x.sum(dim=1, keepdim=True))  # (the same on every rank)
     sampler = DistributedSampler(data, seed=0)  # deals it out: each rank its own part
