@@ -21,6 +21,7 @@ LAUNCHERS = [
     ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"),  # srun's tasks, not the batch shell
 ]
 MEET = "export MASTER_PORT=29500 MASTER_ADDR=$(scontrol show hostnames | head -n 1)"
+MINIMUM_VERSIONS = {"torch": "2.1"}  # the oldest release it runs on
 BATCH, LR, LOG_EVERY, CHECKPOINT_EVERY = 32, 0.01, 100, 500  # CHANGE: batch size is per rank
 stop = []  # signals received
 

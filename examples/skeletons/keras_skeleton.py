@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorflow import keras
 from tensorflow.keras import layers
 
+MINIMUM_VERSIONS = {"tensorflow": "2.13"}  # the oldest release it runs on
 BATCH, LR, LOG_EVERY, CHECKPOINT_EVERY = 32, 0.01, 100, 500  # CHANGE: batch size per replica
 stop = []  # signals received
 
@@ -64,7 +65,7 @@ def main():
             per_sample = loss_fn(targets, model(inputs, training=True))
             loss = tf.nn.compute_average_loss(per_sample, global_batch_size=global_batch)
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))  # all-reduce
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # all-reduce  # noqa: B905
         return loss, flag
 
     @tf.function
