@@ -57,7 +57,13 @@ EXAMPLES_RUN = "tests/test_examples_run.py::test_job_script_runs[{}]"
 # Tests of sessions of their own (a real Slurm, a browser): nox -t ci runs them.
 OTHER_SESSIONS = ("tests/slurm/", "tests/browser/")
 # the programs test_examples_run starts (its TRAINERS)
-TRAINERS = ("train_resnet.py", "train_resnet_keras.py", "ddp_skeleton.py", "keras_skeleton.py")
+TRAINERS = (
+    "train_resnet.py",
+    "train_resnet_keras.py",
+    "train_lm.py",
+    "ddp_skeleton.py",
+    "keras_skeleton.py",
+)
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh", ".lsf"}
 RESULT_DIRECTIVES = re.compile(r"^[`:]{3,}\{(results-table|results-plot|last-verified)\}", re.M)
 
