@@ -831,8 +831,10 @@ def test_the_loss_scaler_of_this_pytorch(trainer):
         assert scaled.item() > loss.item() and scaler.is_enabled()
     else:  # CPU runs go unscaled (PyTorch's CUDA scaler disables itself)
         assert scaled.item() == loss.item() and not scaler.is_enabled()
-    assert isinstance(trainer.OutOfMemoryError, type) and issubclass(
-        trainer.OutOfMemoryError, RuntimeError
+    import job_runtime  # beside the trainer: the out-of-memory error it reports in one line
+
+    assert isinstance(job_runtime.OutOfMemoryError, type) and issubclass(
+        job_runtime.OutOfMemoryError, RuntimeError
     )
 
 

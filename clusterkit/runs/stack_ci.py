@@ -40,6 +40,8 @@ TESTS = {
     "examples/pytorch/train_resnet_hvd.py": "tests/horovod/test_horovod_pytorch.py",
     "examples/tensorflow/train_resnet_keras_hvd.py": "tests/horovod/test_horovod_keras.py",
     "examples/pytorch/train_lm.py": "tests/test_lm_trainer.py",
+    "examples/skeletons/ddp_skeleton.py": "tests/test_skeletons.py",
+    "examples/skeletons/keras_skeleton.py": "tests/test_skeletons.py",
 }
 # What a program needs beside the stack's framework, at the versions requirements/ml.txt pins:
 # a stack whose pages run it gets them in its environment too
