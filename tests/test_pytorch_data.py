@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,6 +122,169 @@ def test_make_shards_refuses_a_folder_without_train(tmp_path, capsys):
     (tmp_path / "train" / "empty").mkdir(parents=True)
     with pytest.raises(SystemExit, match="no images in class folders"):
         make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    for flag in ("--jobs", "--report-every"):
+        with pytest.raises(SystemExit):
+            make_shards.main([str(tmp_path), str(tmp_path / "out"), flag, "0"])
+        assert f"{flag} must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        make_shards.main([str(tmp_path), str(tmp_path / "out"), "--val-labels", "none.csv"])
+    assert "--val-labels none.csv: no such file" in capsys.readouterr().err
+    (tmp_path / "train" / "x.jpg").write_bytes(b"")
+    with pytest.raises(SystemExit, match="train/ needs a folder per class"):
+        make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    (tmp_path / "val" / "dog").mkdir(parents=True)
+    (tmp_path / "train" / "x.jpg").rename(tmp_path / "train" / "empty" / "x.jpg")
+    (tmp_path / "val" / "dog" / "1.jpg").write_bytes(b"")
+    with pytest.raises(SystemExit, match="val/dog: train/ has no class folder of that name"):
+        make_shards.main([str(tmp_path), str(tmp_path / "out")])
+
+
+def shard_contents(folder: Path) -> list[tuple[bytes, int]]:
+    """The (image bytes, class) of every sample of the shards in folder, in shards.json's order."""
+    import webdataset as wds
+
+    index = json.loads((folder / "shards.json").read_text())
+    return [
+        (bytes(sample["jpg"]), int(sample["cls"]))
+        for s in index["shards"]
+        for sample in wds.tariterators.tarfile_samples([{"url": str(folder / s["file"])}])
+    ]
+
+
+def flat_val(jpeg_folder: Path, root: Path) -> dict[str, str]:
+    """A copy of the JPEG folder whose val/ is flat, as ImageNet's is: {image name: class}."""
+    import shutil
+
+    shutil.copytree(jpeg_folder / "train", root / "train")
+    (root / "val").mkdir()
+    classes = {}
+    for n, image in enumerate(sorted((jpeg_folder / "val").glob("*/*"))):
+        name = f"ILSVRC2012_val_{n + 1:08d}.JPEG"
+        shutil.copy(image, root / "val" / name)
+        classes[name] = image.parent.name
+    return classes
+
+
+def test_a_flat_val_folder_takes_its_classes_from_a_labels_file(
+    jpeg_folder, tmp_path, capsys, monkeypatch
+):
+    """Kaggle's LOC_val_solution.csv, the devkit's ground truth (class numbers, named by
+    meta.mat beside it: scipy reads that, stood in here as this environment has no scipy),
+    and lines of an image and its class name or number, all give each image its class."""
+    import types
+
+    make_shards = load(MAKE_SHARDS, "make_shards")
+    src = tmp_path / "src"
+    truth = flat_val(jpeg_folder, src)
+    names, classes = sorted(truth), ["n00000000", "n00000001"]
+    kaggle = "ImageId,PredictionString\n" + "".join(
+        f"{Path(n).stem},{truth[n]} 1 2 30 40 {truth[n]} 3 4 5 6\n" for n in reversed(names)
+    )
+    ids = {"n00000000": 7, "n00000001": 3}  # ILSVRC2012_IDs are not in class-name order
+    devkit = "".join(f"{ids[truth[n]]}\n" for n in names)
+    synsets = [(7, "n00000000", "a", "", 0), (3, "n00000001", "b", "", 0), (1001, "n0", "", "", 2)]
+    fake = types.ModuleType("scipy.io")
+    fake.loadmat = lambda path, squeeze_me: (
+        {"synsets": synsets} if path.endswith("meta.mat") else {}
+    )
+    monkeypatch.setitem(sys.modules, "scipy", types.ModuleType("scipy"))
+    monkeypatch.setitem(sys.modules, "scipy.io", fake)
+    (tmp_path / "devkit").mkdir()
+    (tmp_path / "devkit" / "meta.mat").write_bytes(b"stand-in")
+    files = {
+        "LOC_val_solution.csv": kaggle,
+        "devkit/ILSVRC2012_validation_ground_truth.txt": devkit,
+        "names.txt": "".join(f"{n} {truth[n]}\n" for n in names),
+        "numbers.txt": "".join(f"{Path(n).stem}\t{classes.index(truth[n])}\n" for n in names),
+    }
+    for k, (file, text) in enumerate(files.items()):
+        (tmp_path / file).write_text(text)
+        out = tmp_path / f"out{k}"
+        argv = [str(src), str(out), "--per-shard", "3", "--val-labels", str(tmp_path / file)]
+        assert make_shards.main(argv) == 0, file
+        got = shard_contents(out / "val")
+        assert got == [((src / "val" / n).read_bytes(), classes.index(truth[n])) for n in names]
+    assert "val: 4 images of 2 classes in 2 shard(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("labels", "says"),
+    [
+        (None, "{src}/val holds 4 images in no class folder: give their classes with --val-labels"),
+        ("ILSVRC2012_val_00000001 n00000000\n", "no class for ILSVRC2012_val_00000002.JPEG (3 "),
+        ("ILSVRC2012_val_00000001 n0000000x\n", "{file}:1: 'n0000000x' is neither a class folder"),
+        ("a b c\n", "{file}:1: expected an image and its class, not 3 words"),
+        ("1\n2\n3\n", "{file}: 3 class numbers for 4 images"),
+        ("1\n2\n3\n4\n", "its class numbers are named in the devkit's meta.mat, which is not"),
+    ],
+)
+def test_a_flat_val_folder_without_its_classes_stops_before_any_shard(
+    jpeg_folder, tmp_path, capsys, labels, says
+):
+    make_shards = load(MAKE_SHARDS, "make_shards")
+    src, out, file = tmp_path / "src", tmp_path / "out", tmp_path / "labels.txt"
+    flat_val(jpeg_folder, src)
+    argv = [str(src), str(out)]
+    if labels is not None:
+        file.write_text(labels)
+        argv += ["--val-labels", str(file)]
+    with pytest.raises(SystemExit) as stopped:
+        make_shards.main(argv)
+    assert says.format(src=src, file=file) in str(stopped.value)
+    assert str(stopped.value).startswith("error: ") and "\n" not in str(stopped.value)
+    assert not list(out.rglob("*.tar"))  # listed and labelled before any shard is written
+
+
+def test_a_stopped_parallel_conversion_resumes_keeping_its_whole_shards(jpeg_folder, tmp_path):
+    """make_shards.py --jobs 2, killed after its first shards; run again, it keeps the shards
+    written whole and writes the rest, with a progress line per shard. A shard cut short and
+    a partial file (what a kill leaves) are written again; the result is a conversion's that
+    was never stopped."""
+    src, out = str(jpeg_folder), tmp_path / "out"
+    argv = [sys.executable, str(MAKE_SHARDS), src, str(out), "--per-shard", "1"]
+    argv += ["--jobs", "2", "--report-every", "1"]
+    proc = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        first = proc.stderr.readline()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the writers too, as the end of a job does
+        proc.wait(timeout=TIMEOUT)
+        time.sleep(1)  # a rename under way when the signal came completes
+    assert re.fullmatch(r"train: 1/16 shards, [\d.]+ images/s, \d+:\d\d:\d\d left\n", first)
+    written = sorted(out.glob("train/shard-*.tar"))
+    assert 1 <= len(written) and not (out / "train" / "shards.json").exists()
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0, again.stderr
+    kept = len(written)
+    if kept < 16:
+        assert f"train: {kept} shard(s) already written whole: kept" in again.stderr
+    assert "train: 16/16 shards" in again.stderr and "val: 4/4 shards" in again.stderr
+
+    whole = shard_contents(out / "train")
+    cut = out / "train" / "shard-000005.tar"
+    cut.write_bytes(cut.read_bytes()[:1000])
+    (out / "train" / "shard-000009.tar").unlink()
+    (out / "train" / ".shard-000009.partial").write_bytes(b"a killed writer's")
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "train").glob("shard-*.tar")}
+    third = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+    assert third.returncode == 0, third.stderr
+    assert "train: 14 shard(s) already written whole: kept" in third.stderr
+    assert "train: 16/16 shards" in third.stderr and "val: 4 shard(s) already" in third.stderr
+    rewritten = {
+        p.name
+        for p in (out / "train").glob("shard-*.tar")
+        if p.stat().st_mtime_ns != stamps.get(p.name)
+    }
+    assert rewritten == {"shard-000005.tar", "shard-000009.tar"}
+    assert not list(out.rglob("*.partial")) and shard_contents(out / "train") == whole
+    fresh = tmp_path / "fresh"
+    make_shards = load(MAKE_SHARDS, "make_shards")
+    assert make_shards.main([src, str(fresh), "--per-shard", "1"]) == 0
+    assert shard_contents(fresh / "train") == whole
+    with pytest.raises(SystemExit, match="holds shards of another conversion"):
+        make_shards.main([src, str(fresh), "--per-shard", "2"])
 
 
 # --------------------------------------------------------------------------- training on shards
