@@ -292,8 +292,8 @@ def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess
 
 @pytest.mark.stack
 def test_two_workers_from_tf_config(tmp_path, tfrecords):
-    """Two workers described by TF_CONFIG train one model on TFRecords, each on its own file
-    (the other two-worker test trains on synthetic images). Under a stack's older TensorFlow
+    """Two workers described by TF_CONFIG train one model on TFRecords, each on its own share
+    of the records (the other two-worker test trains on synthetic images). Under a stack's older TensorFlow
     they train on synthetic images: there the TFRecord run exceeded its time limit under
     TensorFlow 2.13 and 2.17 (2026-11-27, 2 cores at load 6-9, not yet understood)."""
     data = () if STACK else ("--data-dir", str(tfrecords))
@@ -318,7 +318,7 @@ def test_two_workers_from_tf_config(tmp_path, tfrecords):
     for rank, (out, _) in enumerate(outs):
         train = records(out, "train")
         assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(rank, 2)}
-        # each worker's file holds 8 of the 16 images, 4 a step: 2 steps an epoch
+        # each worker's share is 8 of the 16 images, 4 a step: 2 steps an epoch
         epochs = [0, 0, 0, 1, 1, 1] if STACK else [0, 0, 1, 1, 2, 2]  # synthetic: 3 a epoch
         assert [(t.fields["step"], t.fields["epoch"]) for t in train] == list(
             zip(range(1, 7), epochs, strict=True)
@@ -934,7 +934,8 @@ def test_converter_refuses_bad_input_with_one_line(converter, tfrecords, tmp_pat
         ([str(images), "out"], 1, f"error: {images / 'train'} holds no images in class folders"),
         ([str(images / "train"), "out"], 2, f"{images / 'train' / 'train'}: no such directory"),
         (["--index", str(images)], 1, f"error: {images} holds no TFRecord files"),
-        ([str(images), str(tfrecords)], 2, f"{tfrecords / 'train'} already holds TFRecord files"),
+        ([str(images), "out", "--val-labels", "none"], 2, "--val-labels none: no such file"),
+        ([str(images), "out", "--report-every", "0"], 2, "--report-every must be at least 1"),
     ]
     for argv, code, says in cases:
         got, line = error_line(lambda argv=argv: converter.main(argv), capsys)
@@ -980,6 +981,122 @@ def test_converter_refuses_bad_input_with_one_line(converter, tfrecords, tmp_pat
         1,
         f"error: cannot write {shared / 'index.json'} (Permission denied); link the files "
         "into a folder of your own and index that",
+    )
+
+
+def flat_val(jpeg_folder: Path, root: Path) -> dict[str, str]:
+    """A copy of the JPEG folder whose val/ is flat, as ImageNet's is: {image name: class}."""
+    shutil.copytree(jpeg_folder / "train", root / "train")
+    (root / "val").mkdir()
+    classes = {}
+    for n, image in enumerate(sorted((jpeg_folder / "val").glob("*/*"))):
+        name = f"ILSVRC2012_val_{n + 1:08d}.JPEG"
+        shutil.copy(image, root / "val" / name)
+        classes[name] = image.parent.name
+    return classes
+
+
+def test_converter_takes_a_flat_val_folder_s_classes_from_a_labels_file(
+    converter, jpeg_folder, tmp_path, capsys, monkeypatch
+):
+    """Kaggle's LOC_val_solution.csv, the devkit's ground truth (class numbers, named by
+    meta.mat beside it: scipy reads that, stood in here as this environment has no scipy),
+    and lines of an image and its class name or number, all give each image its class; a
+    flat val/ without them, or with a file that does not fit, stops before any file is
+    written."""
+    import types
+
+    src = tmp_path / "src"
+    truth = flat_val(jpeg_folder, src)
+    names, classes = sorted(truth), ["n00000000", "n00000001"]
+    kaggle = "ImageId,PredictionString\n" + "".join(
+        f"{Path(n).stem},{truth[n]} 1 2 30 40\n" for n in reversed(names)
+    )
+    ids = {"n00000000": 7, "n00000001": 3}
+    synsets = [(7, "n00000000", "a", "", 0), (3, "n00000001", "b", "", 0), (1001, "n0", "", "", 2)]
+    fake = types.ModuleType("scipy.io")
+    fake.loadmat = lambda path, squeeze_me: {"synsets": synsets}
+    monkeypatch.setitem(sys.modules, "scipy", types.ModuleType("scipy"))
+    monkeypatch.setitem(sys.modules, "scipy.io", fake)
+    (tmp_path / "devkit").mkdir()
+    (tmp_path / "devkit" / "meta.mat").write_bytes(b"stand-in")
+    files = {
+        "LOC_val_solution.csv": kaggle,
+        "devkit/ILSVRC2012_validation_ground_truth.txt": "".join(
+            f"{ids[truth[n]]}\n" for n in names
+        ),
+        "names.txt": "".join(f"{n} {truth[n]}\n" for n in names),
+        "numbers.txt": "".join(f"{Path(n).stem} {classes.index(truth[n])}\n" for n in names),
+    }
+    for k, (file, text) in enumerate(files.items()):
+        (tmp_path / file).write_text(text)
+        out = tmp_path / f"out{k}"
+        argv = ["--shards", "2", "--val-labels", str(tmp_path / file), str(src), str(out)]
+        assert converter.main(argv) == 0, file
+        got = {
+            r["image/filename"].decode(): r["image/class/label"]
+            for r in read_records(sorted((out / "val").glob("*.tfrecord")))
+        }
+        assert got == {n: classes.index(truth[n]) for n in names}
+    capsys.readouterr()
+
+    bad = tmp_path / "bad.txt"
+    for labels, says in [
+        (None, f"{src / 'val'} holds 4 images in no class folder: give their classes with"),
+        ("ILSVRC2012_val_00000001 n00000000\n", "no class for ILSVRC2012_val_00000002.JPEG (3 "),
+        ("x n0000000x\n", f"{bad}:1: 'n0000000x' is neither a class folder of the first split"),
+        ("a b c\n", f"{bad}:1: expected an image and its class, not 3 words"),
+        ("1\n2\n3\n", f"{bad}: 3 class numbers for 4 images"),
+        ("1\n2\n3\n4\n", "its class numbers are named in the devkit's meta.mat, which is not"),
+    ]:
+        argv = [str(src), str(tmp_path / "none")]
+        if labels is not None:
+            bad.write_text(labels)
+            argv += ["--val-labels", str(bad)]
+        code, line = error_line(lambda argv=argv: converter.main(argv), capsys)
+        assert code == 1 and line.startswith("error: ") and says in line, line
+    devkit = tmp_path / "devkit" / "ILSVRC2012_validation_ground_truth.txt"
+    devkit.write_text("7\n7\n3\n5\n")
+    code, line = error_line(
+        lambda: converter.main([str(src), str(tmp_path / "none"), "--val-labels", str(devkit)]),
+        capsys,
+    )
+    assert line == f"error: {devkit}:4: class number 5 is not in {devkit.parent / 'meta.mat'}"
+    assert not list((tmp_path / "none").rglob("*.tfrecord"))
+
+
+def test_a_stopped_conversion_resumes_keeping_its_whole_files(
+    converter, jpeg_folder, tmp_path, capsys
+):
+    """Run again after a stop, the converter keeps the files written whole (their records
+    counted from the headers), writes again those missing, cut short or left partial, with a
+    progress line per file, and ends with the files of a conversion never stopped."""
+    out = tmp_path / "out"
+    argv = ["--shards", "4", "--jobs", "2", "--report-every", "1", str(jpeg_folder), str(out)]
+    assert converter.main(argv) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^train: 4/4 files, [\d.]+ images/s, 0:00:00 left$", err, re.M)
+    names = sorted((out / "train").glob("*.tfrecord"))
+    whole = read_records(names)
+    assert [converter.record_count(n) for n in names] == [4, 4, 4, 4]
+    names[1].write_bytes(names[1].read_bytes()[:-3])
+    assert converter.record_count(names[1]) is None
+    names[2].unlink()
+    (out / "train" / ".00002.partial").write_bytes(b"a stopped writer's")
+    stamp = names[0].stat().st_mtime_ns
+    assert converter.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "train: 2 file(s) already written whole: kept" in err and "train: 4/4 files" in err
+    assert "val: 4 file(s) already written whole: kept" in err
+    assert names[0].stat().st_mtime_ns == stamp and not list(out.rglob("*.partial"))
+    assert read_records(names) == whole
+    assert json.loads((out / "train" / "index.json").read_text())["records"] == 16
+    argv[1] = "3"  # --shards: other files
+    code, line = error_line(lambda: converter.main(argv), capsys)
+    assert (code, line) == (
+        1,
+        f"error: {out / 'train'} already holds TFRecord files of another conversion (other "
+        "images or settings); remove them or choose another OUT",
     )
 
 

@@ -37,10 +37,12 @@ import argparse
 import csv
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 # the image files ImageFolder reads, and the key each is stored under
@@ -207,11 +209,12 @@ def shard_name(k: int) -> str:
     return f"shard-{k:06d}.tar"
 
 
-def is_whole(path: Path, shard: list[tuple[str, str, int]]) -> bool:
-    """Whether the tar file at path holds the shard's members and nothing else (their headers
+def is_whole(task: tuple[str, list[tuple[str, str, int]]]) -> bool:
+    """Whether the tar file at a path holds a shard's members and nothing else (their headers
     are read, not their data: a file cut short fails to read to its end)."""
     import tarfile
 
+    path, shard = task
     try:
         with tarfile.open(path) as tar:
             return sorted(tar.getnames()) == member_names(shard)
@@ -287,29 +290,29 @@ def start_split(out: Path, plan: dict) -> None:
         stale.unlink()
 
 
+def unwritten(split: str, out: Path, shards: list, each) -> list[int]:
+    """The shards not yet written whole (checked with ``each``, a map), saying how many are."""
+    checks = [(str(out / shard_name(k)), shard) for k, shard in enumerate(shards)]
+    todo = [k for k, whole in enumerate(each(is_whole, checks)) if not whole]
+    if len(todo) < len(shards):
+        kept = len(shards) - len(todo)
+        print(f"{split}: {kept} shard(s) already written whole: kept", file=sys.stderr)
+    return todo
+
+
 def write_split(args, split: str, samples: list[tuple[str, int]], classes: list[str]) -> dict:
     """Shards of the samples in DST/<split>; returns what shards.json says of them."""
     out = args.out / split
     shards = shard_files(samples, args.per_shard)
     start_split(out, plan_of(samples, args.data_dir / split, args.per_shard))
-    todo = [k for k, shard in enumerate(shards) if not is_whole(out / shard_name(k), shard)]
-    if len(todo) < len(shards):
-        print(
-            f"{split}: {len(shards) - len(todo)} shard(s) already written whole: kept",
-            file=sys.stderr,
-        )
-    every = args.report_every or max(1, len(shards) // 100)
-    progress = Progress(split, len(shards), len(shards) - len(todo), every)
-    tasks = ((str(out), k, shards[k]) for k in todo)
-    if args.jobs > 1 and len(todo) > 1:
-        import multiprocessing
-
-        with multiprocessing.Pool(min(args.jobs, len(todo))) as pool:
-            for _, count, _ in pool.imap_unordered(write_shard, tasks):
-                progress.shard(count)
-    else:
-        for task in tasks:
-            progress.shard(write_shard(task)[1])
+    parallel = args.jobs > 1 and len(shards) > 1
+    with multiprocessing.Pool(min(args.jobs, len(shards))) if parallel else nullcontext() as pool:
+        todo = unwritten(split, out, shards, pool.imap if parallel else map)
+        every = args.report_every or max(1, len(shards) // 100)
+        progress = Progress(split, len(shards), len(shards) - len(todo), every)
+        each = pool.imap_unordered if parallel else map
+        for _, count, _ in each(write_shard, ((str(out), k, shards[k]) for k in todo)):
+            progress.shard(count)
     index = {
         "classes": classes,
         "shards": [{"file": shard_name(k), "samples": len(s)} for k, s in enumerate(shards)],
