@@ -132,8 +132,18 @@ def test_make_shards_refuses_a_folder_without_train(tmp_path, capsys):
     (tmp_path / "train" / "x.jpg").write_bytes(b"")
     with pytest.raises(SystemExit, match="train/ needs a folder per class"):
         make_shards.main([str(tmp_path), str(tmp_path / "out")])
-    (tmp_path / "val" / "dog").mkdir(parents=True)
     (tmp_path / "train" / "x.jpg").rename(tmp_path / "train" / "empty" / "x.jpg")
+    gone = tmp_path / "train" / "empty" / "gone.jpg"
+    gone.symlink_to(tmp_path / "nowhere.jpg")  # listed, then unreadable
+    with pytest.raises(SystemExit, match=r"error: \[Errno 2\] No such file or directory: .*"):
+        make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    gone.unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "webdataset", None)  # as if not installed
+        with pytest.raises(SystemExit):
+            make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    assert "writing shards needs webdataset" in capsys.readouterr().err
+    (tmp_path / "val" / "dog").mkdir(parents=True)
     (tmp_path / "val" / "dog" / "1.jpg").write_bytes(b"")
     with pytest.raises(SystemExit, match="val/dog: train/ has no class folder of that name"):
         make_shards.main([str(tmp_path), str(tmp_path / "out")])
@@ -177,7 +187,7 @@ def test_a_flat_val_folder_takes_its_classes_from_a_labels_file(
     src = tmp_path / "src"
     truth = flat_val(jpeg_folder, src)
     names, classes = sorted(truth), ["n00000000", "n00000001"]
-    kaggle = "ImageId,PredictionString\n" + "".join(
+    kaggle = "ImageId,PredictionString\n\n" + "".join(
         f"{Path(n).stem},{truth[n]} 1 2 30 40 {truth[n]} 3 4 5 6\n" for n in reversed(names)
     )
     ids = {"n00000000": 7, "n00000001": 3}  # ILSVRC2012_IDs are not in class-name order
@@ -216,21 +226,41 @@ def test_a_flat_val_folder_takes_its_classes_from_a_labels_file(
         ("a b c\n", "{file}:1: expected an image and its class, not 3 words"),
         ("1\n2\n3\n", "{file}: 3 class numbers for 4 images"),
         ("1\n2\n3\n4\n", "its class numbers are named in the devkit's meta.mat, which is not"),
+        (b"\xff\xfe\x00", "--val-labels {file}: cannot be read ('utf-8' codec can't decode"),
+        ("7\n7\n3\n5\n", "{file}:4: class number 5 is not in {meta}"),
+        ("7\n7\n3\n3\n", "{meta}: reading the devkit's meta.mat needs scipy (pip install scipy)"),
     ],
 )
 def test_a_flat_val_folder_without_its_classes_stops_before_any_shard(
-    jpeg_folder, tmp_path, capsys, labels, says
+    jpeg_folder, tmp_path, monkeypatch, labels, says
 ):
+    import types
+
     make_shards = load(MAKE_SHARDS, "make_shards")
     src, out, file = tmp_path / "src", tmp_path / "out", tmp_path / "labels.txt"
+    meta = tmp_path / "meta.mat"
     flat_val(jpeg_folder, src)
     argv = [str(src), str(out)]
-    if labels is not None:
+    if isinstance(labels, bytes):
+        file.write_bytes(labels)
+    elif labels is not None:
         file.write_text(labels)
+    if labels is not None:
         argv += ["--val-labels", str(file)]
+    if "scipy" in says:  # meta.mat, and no scipy to read it
+        meta.write_bytes(b"")
+        monkeypatch.setitem(sys.modules, "scipy.io", None)
+    elif "class number 5" in says:  # a stand-in scipy reading a stand-in meta.mat
+        meta.write_bytes(b"")
+        fake = types.ModuleType("scipy.io")
+        fake.loadmat = lambda path, squeeze_me: {
+            "synsets": [(7, "n00000000", "", "", 0), (3, "n00000001", "", "", 0)]
+        }
+        monkeypatch.setitem(sys.modules, "scipy", types.ModuleType("scipy"))
+        monkeypatch.setitem(sys.modules, "scipy.io", fake)
     with pytest.raises(SystemExit) as stopped:
         make_shards.main(argv)
-    assert says.format(src=src, file=file) in str(stopped.value)
+    assert says.format(src=src, file=file, meta=meta) in str(stopped.value)
     assert str(stopped.value).startswith("error: ") and "\n" not in str(stopped.value)
     assert not list(out.rglob("*.tar"))  # listed and labelled before any shard is written
 
@@ -436,6 +466,29 @@ def test_shards_without_an_index_are_counted(trainer, bare_env, tmp_path, shards
     assert [n for _, n in found] == [2] * 8 and classes is None
     args = trainer.parse_args(["--data-dir", str(data), "--num-classes", "7"])
     assert trainer.classes_of(args, data / "train") == 7
+
+
+def test_a_reader_skips_into_a_shard_past_members_of_no_sample(trainer, tmp_path):
+    """A shard's samples are counted as the trainer counts them: a member without an
+    extension, a directory and a sample without a class are no samples."""
+    path = tmp_path / "odd.tar"
+    with tarfile.open(path, "w") as tar:
+        for name, data in [
+            ("README", b"notes"),
+            ("a.jpg", b"no class"),
+            ("b.jpg", b"image b"),
+            ("b.cls", b"1"),
+            ("c.JPG", b"image c"),
+            ("c.cls", b"0"),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        tar.addfile(tarfile.TarInfo("folder/"), None)  # a directory member
+    assert list(trainer.shard_range(str(path), 1, 1)) == [(b"image c", 0)]
+    assert list(trainer.shard_range(str(path), 0, 2)) == [(b"image b", 1), (b"image c", 0)]
+    with pytest.raises(trainer.DataError, match=r"odd.tar: holds 2 samples, fewer than its"):
+        list(trainer.shard_range(str(path), 1, 2))
 
 
 IMAGENET_TRAIN = 1_281_167  # images in ImageNet-1k's training set

@@ -293,9 +293,10 @@ def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess
 @pytest.mark.stack
 def test_two_workers_from_tf_config(tmp_path, tfrecords):
     """Two workers described by TF_CONFIG train one model on TFRecords, each on its own share
-    of the records (the other two-worker test trains on synthetic images). Under a stack's older TensorFlow
-    they train on synthetic images: there the TFRecord run exceeded its time limit under
-    TensorFlow 2.13 and 2.17 (2026-11-27, 2 cores at load 6-9, not yet understood)."""
+    of the records (the other two-worker test trains on synthetic images). Under a stack's
+    older TensorFlow they train on synthetic images: there the TFRecord run exceeded its time
+    limit under TensorFlow 2.13 and 2.17 (2026-11-27, 2 cores at load 6-9, not yet
+    understood)."""
     data = () if STACK else ("--data-dir", str(tfrecords))
     hosts = [f"localhost:{p}" for p in free_ports(2)]
     envs = [
@@ -1009,7 +1010,7 @@ def test_converter_takes_a_flat_val_folder_s_classes_from_a_labels_file(
     src = tmp_path / "src"
     truth = flat_val(jpeg_folder, src)
     names, classes = sorted(truth), ["n00000000", "n00000001"]
-    kaggle = "ImageId,PredictionString\n" + "".join(
+    kaggle = "ImageId,PredictionString\n\n" + "".join(
         f"{Path(n).stem},{truth[n]} 1 2 30 40\n" for n in reversed(names)
     )
     ids = {"n00000000": 7, "n00000001": 3}
@@ -1062,6 +1063,19 @@ def test_converter_takes_a_flat_val_folder_s_classes_from_a_labels_file(
         capsys,
     )
     assert line == f"error: {devkit}:4: class number 5 is not in {devkit.parent / 'meta.mat'}"
+    monkeypatch.setitem(sys.modules, "scipy.io", None)  # no scipy
+    devkit.write_text("7\n7\n3\n3\n")
+    code, line = error_line(
+        lambda: converter.main([str(src), str(tmp_path / "none"), "--val-labels", str(devkit)]),
+        capsys,
+    )
+    assert line.endswith("meta.mat: reading the devkit's meta.mat needs scipy (pip install scipy)")
+    bad.write_bytes(b"\xff\xfe\x00")
+    code, line = error_line(
+        lambda: converter.main([str(src), str(tmp_path / "none"), "--val-labels", str(bad)]),
+        capsys,
+    )
+    assert line.startswith(f"error: --val-labels {bad}: cannot be read ('utf-8' codec")
     assert not list((tmp_path / "none").rglob("*.tfrecord"))
 
 
@@ -1079,14 +1093,15 @@ def test_a_stopped_conversion_resumes_keeping_its_whole_files(
     names = sorted((out / "train").glob("*.tfrecord"))
     whole = read_records(names)
     assert [converter.record_count(n) for n in names] == [4, 4, 4, 4]
-    names[1].write_bytes(names[1].read_bytes()[:-3])
-    assert converter.record_count(names[1]) is None
+    names[1].write_bytes(names[1].read_bytes()[:-3])  # cut short
+    names[3].write_bytes(names[3].read_bytes() + b"abc")  # a header begun
+    assert converter.record_count(names[1]) is converter.record_count(names[3]) is None
     names[2].unlink()
     (out / "train" / ".00002.partial").write_bytes(b"a stopped writer's")
     stamp = names[0].stat().st_mtime_ns
     assert converter.main(argv) == 0
     err = capsys.readouterr().err
-    assert "train: 2 file(s) already written whole: kept" in err and "train: 4/4 files" in err
+    assert "train: 1 file(s) already written whole: kept" in err and "train: 4/4 files" in err
     assert "val: 4 file(s) already written whole: kept" in err
     assert names[0].stat().st_mtime_ns == stamp and not list(out.rglob("*.partial"))
     assert read_records(names) == whole
