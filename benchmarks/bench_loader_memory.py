@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import os
 import platform
 import sys
 import tempfile
@@ -50,8 +51,6 @@ def memory_mib(pid: int) -> dict[str, float]:
 
 def measure(trainer, args, data_dir: Path, buffer: int) -> dict:
     """Each loader process's memory after --batches batches of an epoch, and the rank's."""
-    import os
-
     import torch
 
     trainer.SHUFFLE_BUFFER = buffer  # read by the loader processes, forked after this
@@ -126,7 +125,7 @@ def main(argv=None) -> int:
     out = {
         "benchmark": "pytorch-loader-memory",
         **record.header(
-            {"cpu": record.cpu_name(), "machine": platform.machine()},
+            {"cpu": record.cpu_name(), "cores": os.cpu_count(), "machine": platform.machine()},
             {
                 "torch": torch.__version__,
                 "torchvision": torchvision.__version__,

@@ -311,7 +311,7 @@ def test_a_stopped_parallel_conversion_resumes_keeping_its_whole_shards(jpeg_fol
     assert not list(out.rglob("*.partial")) and shard_contents(out / "train") == whole
     fresh = tmp_path / "fresh"
     make_shards = load(MAKE_SHARDS, "make_shards")
-    assert make_shards.main([src, str(fresh), "--per-shard", "1"]) == 0
+    assert make_shards.main([src, str(fresh), "--per-shard", "1", "--report-every", "5"]) == 0
     assert shard_contents(fresh / "train") == whole
     with pytest.raises(SystemExit, match="holds shards of another conversion"):
         make_shards.main([src, str(fresh), "--per-shard", "2"])

@@ -1032,7 +1032,8 @@ def test_converter_takes_a_flat_val_folder_s_classes_from_a_labels_file(
     for k, (file, text) in enumerate(files.items()):
         (tmp_path / file).write_text(text)
         out = tmp_path / f"out{k}"
-        argv = ["--shards", "2", "--val-labels", str(tmp_path / file), str(src), str(out)]
+        argv = ["--shards", "2", "--report-every", "2", str(src), str(out)]
+        argv += ["--val-labels", str(tmp_path / file)]
         assert converter.main(argv) == 0, file
         got = {
             r["image/filename"].decode(): r["image/class/label"]
@@ -1076,6 +1077,12 @@ def test_converter_takes_a_flat_val_folder_s_classes_from_a_labels_file(
         capsys,
     )
     assert line.startswith(f"error: --val-labels {bad}: cannot be read ('utf-8' codec")
+    shutil.copy(src / "val" / names[0], src / "train")
+    code, line = error_line(lambda: converter.main([str(src), str(tmp_path / "none")]), capsys)
+    assert line == (
+        f"error: {src / 'train'} holds 1 images in no class folder: {src / 'train'} needs a "
+        "folder per class"
+    )
     assert not list((tmp_path / "none").rglob("*.tfrecord"))
 
 
