@@ -34,11 +34,11 @@ recognised from its contents:
                                            counted from 0 (as in Caffe's val.txt)
 
 Every split is listed, and every label read, before the first file is written. --jobs threads
-write that many files at once. Each file is written under a temporary name and renamed when it is whole, so a conversion that
-stops (a job's time limit, say) picks up where it was when it is run again with the same
-arguments: files already written whole (their records counted from the record headers, the data
-skipped) are kept, the rest written. A line on stderr every --report-every files says how far it
-has got, how fast, and how long is left.
+write that many files at once. Each file is written under a temporary name and renamed when it
+is whole, so a conversion that stops (a job's time limit, say) picks up where it was when it is
+run again with the same arguments: files already written whole (their records counted from the
+record headers, the data skipped) are kept, the rest written. A line on stderr every
+--report-every files says how far it has got, how fast, and how long is left.
 """
 
 from __future__ import annotations
