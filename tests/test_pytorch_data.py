@@ -784,8 +784,8 @@ def test_a_fork_server_that_fails_in_any_way_gives_way_to_fork(trainer, monkeypa
 
 
 def test_how_a_loader_process_ended_is_said_in_words(trainer):
-    assert trainer.exit_status(-9) == "killed by signal SIGKILL"
-    assert trainer.exit_status(255) == "exited with status 255"
+    assert trainer.job_runtime.exit_status(-9) == "killed by signal SIGKILL"
+    assert trainer.job_runtime.exit_status(255) == "exited with status 255"
 
 
 def test_errors_of_the_loader_other_than_a_death_pass_through(trainer, monkeypatch):
