@@ -313,6 +313,9 @@ def write_split(args, split: str, samples: list[tuple[str, int]], classes: list[
         each = pool.imap_unordered if parallel else map
         for _, count, _ in each(write_shard, ((str(out), k, shards[k]) for k in todo)):
             progress.shard(count)
+        if parallel:  # let the writers end on their own (leaving the block would kill them)
+            pool.close()
+            pool.join()
     index = {
         "classes": classes,
         "shards": [{"file": shard_name(k), "samples": len(s)} for k, s in enumerate(shards)],
