@@ -326,22 +326,17 @@ def check_data_read(script: str, data: Path, notes: str, out: str) -> None:
 
 
 def test_a_failed_sbcast_stops_the_frontier_job(emulated_env, tmp_path, tiny_shards):
-    """sbcast fails partway (a stand-in that fails as a broken transfer does, first on PATH):
-    the job stops at it, with sbcast's message and the script's own, and trains on nothing."""
+    """The transfer to a node breaks halfway (the emulator's sbcast, told to): the job stops at
+    it, with sbcast's message and the script's own, and trains on nothing."""
     script = "frontier/pytorch-data-nvme.sbatch"
-    stand_in = tmp_path / "bin" / "sbcast"
-    stand_in.parent.mkdir()
-    stand_in.write_text(
-        "#!/bin/sh\necho 'sbcast: error: REQUEST_FILE_BCAST(frontier00002): Input/output error' >&2"
-        "\nexit 1\n"
-    )
-    stand_in.chmod(0o755)
     job = job_dir(tmp_path, script, TRAINERS["train_resnet.py"])
     env = dict(emulated_env, CLUSTERKIT_SITE="frontier", DATA=str(tiny_shards))
-    env["PATH"] = os.pathsep.join([str(stand_in.parent), env["PATH"]])
+    # the second node where each node has storage of its own, else the one copy for them all
+    second = node_network.addresses(2)[1] if node_network.available() else "localhost"
+    env["CLUSTERKIT_SBCAST_FAIL"] = second
     r, out = run_job(env, job, script)
     assert r.returncode == 1, f"{r.stderr}\n{out}"
-    assert "sbcast: error: REQUEST_FILE_BCAST(frontier00002): Input/output error" in out
+    assert f"sbcast: error: REQUEST_FILE_BCAST({second}): Input/output error" in out, out
     assert f"error: sbcast of {tiny_shards}.tar to " in out
     assert "failed: stopping before training" in out
     assert "[train]" not in out and "data:" not in out
@@ -405,21 +400,32 @@ def test_a_data_job_without_webdataset_stops_before_staging(emulated_env, tmp_pa
     assert "[srun emulator]" not in out and "Traceback" not in out
 
 
+SPARSE = 1 << 43  # 8 TiB, more than any node-local stand-in here has free
+
+
+def sparse(path: Path) -> None:
+    """An 8 TiB file of which nothing is written (skips where the file system refuses one, or
+    has that much free)."""
+    if shutil.disk_usage(path.parent).free >= SPARSE:
+        pytest.skip(f"{path.parent} has 8 TiB free: a sparse file of 8 TiB fits")
+    try:
+        with open(path, "wb") as file:
+            file.truncate(SPARSE)
+    except OSError as exc:
+        pytest.skip(f"{path.parent} holds no sparse file of 8 TiB: {exc}")
+
+
 def test_a_frontier_job_without_room_stops_before_the_copy(emulated_env, tmp_path):
-    """An archive larger than a node's NVMe has room for (a sparse file): each node says how
-    much it has and needs, and the job stops before sbcast."""
+    """An archive larger than a node's NVMe has room for (a sparse file of 8 TiB): each node
+    says how much it has and needs, and the job stops before sbcast."""
     script = "frontier/pytorch-data-nvme.sbatch"
     data = tmp_path / "imagenet-shards"
-    try:
-        with open(f"{data}.tar", "wb") as archive:
-            archive.truncate(1 << 50)  # a pebibyte, of which nothing is written
-    except OSError as exc:
-        pytest.skip(f"this file system holds no sparse file of 1 PiB: {exc}")
+    sparse(Path(f"{data}.tar"))
     job = job_dir(tmp_path, script, TRAINERS["train_resnet.py"])
     env = dict(emulated_env, CLUSTERKIT_SITE="frontier", DATA=str(data))
     r, out = run_job(env, job, script)
     assert r.returncode == 1, f"{r.stderr}\n{out}"
-    assert re.search(r"GiB free in \S+, 2097152 GiB needed", out), out
+    assert re.search(r"GiB free in \S+, 16384 GiB needed", out), out  # twice the 8 TiB
     assert f"error: no room for {data}.tar on every node's NVMe: stopping before the copy" in out
     assert "[sbcast emulator]" not in out and "[train]" not in out
 
@@ -430,11 +436,7 @@ def test_isambard_ai_reads_in_place_without_room_in_localdir(emulated_env, tmp_p
     script = "isambard-ai/pytorch-data-localdir.sbatch"
     data = tmp_path / "imagenet-shards"
     shutil.copytree(tiny_shards, data)
-    try:
-        with open(data / "train" / "padding.bin", "wb") as padding:
-            padding.truncate(1 << 50)
-    except OSError as exc:
-        pytest.skip(f"this file system holds no sparse file of 1 PiB: {exc}")
+    sparse(data / "train" / "padding.bin")
     job = job_dir(tmp_path, script, TRAINERS["train_resnet.py"])
     env = dict(emulated_env, CLUSTERKIT_SITE="isambard-ai", DATA=str(data), TRAIN_TINY_STEPS="2")
     env["TRAIN_TINY_ARCH"] = TINY_ARCH["train_resnet.py"]

@@ -18,7 +18,9 @@ in it:
 and copies SOURCE to DEST on each node where the job's nodes have storage of their own
 (:mod:`clusterkit.runs.node_network`), else once: every node is then this machine, so one copy
 is what each node would hold. It fails as sbcast does: a SOURCE it cannot open, a DEST whose
-directory is missing, or one that exists without ``--force``.
+directory is missing, or one that exists without ``--force``; and, for tests of a job's handling
+of a failed transfer, on the node ``CLUSTERKIT_SBCAST_FAIL`` names, after writing half the file
+there, as a broken transfer can.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from clusterkit.runs.runtime import ALLOC_VAR, LMOD_INIT, note
 from clusterkit.sites.profiles import Site
 
 SCRATCH_VAR = "CLUSTERKIT_JOB_SCRATCH"
+# A node whose transfer breaks halfway (tests of a job's handling of a failed sbcast: a broken
+# network cannot be had here)
+FAIL_VAR = "CLUSTERKIT_SBCAST_FAIL"
+_BROKEN = "Input/output error (the transfer broke: CLUSTERKIT_SBCAST_FAIL)"
 
 
 def _fill(segment: str, env: dict[str, str], account: str | None) -> str | None:
@@ -174,9 +180,12 @@ def sbcast(argv: list[str]) -> int:
     source, dest = Path(args.files[0]), Path(args.files[1]).absolute()
     # each node's copy where the nodes have storage of their own, else one for them all
     pids = alloc.get("node_pids") or []
-    targets = [(name, on_node(pid, dest)) for name, pid in zip(nodes, pids, strict=True)]
+    targets = (
+        [(name, on_node(pid, dest)) for name, pid in zip(nodes, pids, strict=True)] if pids else []
+    )
+    broken = os.environ.get(FAIL_VAR)
     for name, target in targets or [(nodes[0], dest)]:
-        code = _copy(source, target, name, args)
+        code = _copy(source, target, name, args, broken == name)
         if code:
             return code
     libs = " (--send-libs: the executable's libraries are not copied here)"
@@ -189,8 +198,9 @@ def sbcast(argv: list[str]) -> int:
     return 0
 
 
-def _copy(source: Path, dest: Path, node: str, args) -> int:
-    """One node's copy, failing as sbcast does."""
+def _copy(source: Path, dest: Path, node: str, args, broken: bool = False) -> int:
+    """One node's copy, failing as sbcast does; ``broken``: the transfer to this node breaks
+    halfway, leaving a partial file there."""
     try:
         data = source.open("rb")
     except OSError as exc:
@@ -205,6 +215,10 @@ def _copy(source: Path, dest: Path, node: str, args) -> int:
             print(f"sbcast: error: REQUEST_FILE_BCAST({node}): {exc.strerror}", file=sys.stderr)
             return 1
         with os.fdopen(fd, "wb") as out:
+            if broken:
+                out.write(data.read(max(1, source.stat().st_size // 2)))
+                print(f"sbcast: error: REQUEST_FILE_BCAST({node}): {_BROKEN}", file=sys.stderr)
+                return 1
             shutil.copyfileobj(data, out)
     if args.has("preserve"):
         shutil.copystat(source, dest)
