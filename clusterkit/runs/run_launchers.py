@@ -194,6 +194,21 @@ def torchrun_shim(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------- containers
+def _past_bound_entry(tool: str, command: list[str]) -> list[str]:
+    """The command without a leading entry script that a module of the site binds into every
+    container (APPTAINER_BINDPATH: BriCS's ``brics/apptainer-multi-node`` binds the host's MPI
+    and NCCL under ``/host``, whose ``/host/adapt.sh`` sets their paths and runs the command
+    given to it). Without such a bind, the script is missing, as in the container."""
+    entry = command[0]
+    if len(command) < 2 or not entry.startswith("/") or os.path.exists(entry):
+        return command
+    binds = os.environ.get("APPTAINER_BINDPATH") or os.environ.get("SINGULARITY_BINDPATH")
+    if not binds:
+        return command
+    note(tool, f"{entry} is one of the host's files bound into the container: its command runs")
+    return command[1:]
+
+
 def shim(tool: str):
     def run(argv: list[str]) -> int:
         command, findings = check_container("<command line>", 0, tool, argv)
@@ -213,6 +228,7 @@ def shim(tool: str):
                 f"no container runtime here: running {command[0]} directly "
                 f"(image {parsed.args[0]}, {opts})",
             )
+            command = _past_bound_entry(tool, command)
             try:
                 return subprocess.call(command)
             except OSError as exc:

@@ -967,6 +967,10 @@ def main(argv=None) -> int:
             "set it and --intra-threads to (cores per node) / (workers per node)",
             flush=True,
         )
+    if rank == 0 and args.data_dir is not None:
+        read = args.train_records["files"] if args.train_records else args.train_files[0]
+        kind = "TFRecord file(s)" if args.train_records else "image(s)"
+        print(f"data: {args.data_dir}, loader tf.data, {len(read)} training {kind}", flush=True)
     use_checkpointable_random_state()
     tf.keras.utils.set_random_seed(args.seed)
     if args.deterministic:
