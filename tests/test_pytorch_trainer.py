@@ -598,7 +598,9 @@ def test_out_of_memory_and_ctrl_c_end_without_a_traceback(
 ):
     """What run() makes of them: the GPU's out-of-memory error (which a CPU cannot raise here,
     so main is made to raise it) in one line, Ctrl-C as status 130."""
-    error = trainer.OutOfMemoryError if raised == "OutOfMemoryError" else KeyboardInterrupt
+    import job_runtime  # beside the trainer, which reports its errors in one line
+
+    error = job_runtime.OutOfMemoryError if raised == "OutOfMemoryError" else KeyboardInterrupt
 
     def main(argv):
         raise error("CUDA out of memory. Tried to allocate 2.00 GiB")
