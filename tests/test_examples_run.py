@@ -7,6 +7,13 @@ and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU. The launchers'
 how many ranks they started (``... K started here``): the trainer must have formed one world of
 exactly those ranks, and a script that asks for several ranks must have run at least two.
 
+The Hugging Face scripts (``finetune_hf.py`` under ``accelerate launch``) take a model folder and
+a text from ``MODEL`` and ``DATA`` and keep Hugging Face's cache in ``HF_HOME``, which the tests
+point at a tiny GPT-2 and its tokenizer written with save_pretrained (tests/hf_tiny.py), a JSON
+Lines file and a scratch folder; the accelerate configuration files a script names are copied
+beside it. Such a run must report one group of the ranks the launchers started and leave a
+model in save_pretrained layout in its output folder.
+
 A script that trains on real data (``--data-dir``) takes the data set's place from ``DATA``,
 which the tests point at a tiny WebDataset shard set made once per session from the
 ``jpeg_folder`` fixture with examples/data/make_shards.py. The trainer's ``data:`` line then names
@@ -17,6 +24,7 @@ node-local storage where the script stages it (the emulator says where that stor
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -24,6 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hf_tiny
 import own_network
 import pytest
 
@@ -35,6 +44,7 @@ EX = ROOT / "examples"
 TRAINERS = {
     "train_resnet.py": EX / "pytorch" / "train_resnet.py",
     "train_resnet_keras.py": EX / "tensorflow" / "train_resnet_keras.py",
+    "finetune_hf.py": EX / "pytorch" / "finetune_hf.py",
 }
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
@@ -74,6 +84,12 @@ _SRUN = re.compile(
     r"(\d+) started here: (.*)"
 )
 _TORCHRUN = re.compile(r"\[torchrun emulator\] (\d+) worker\(s\) per node requested, (\d+) started")
+_ACCELERATE = re.compile(
+    r"\[accelerate emulator\] (\d+) process\(es\) per node on \d+ machine\(s\) requested, "
+    r"(\d+) per node"
+)
+_CONFIG = re.compile(r"--config_file[ =](\S+)")
+_FINETUNE = re.compile(r"^\[finetune\] ranks=(\d+) parallel=(\S+) steps=(\d+) loss=(\S+)", re.M)
 
 
 def runnable_scripts() -> list[tuple[str, str, Path]]:
@@ -140,7 +156,7 @@ def run_job(env: dict, cwd: Path, script: str) -> tuple[subprocess.CompletedProc
 
 def started_ranks(out: str) -> tuple[int, int]:
     """(ranks the emulated launchers started, ranks the script asked for) from their notes."""
-    torchrun = _TORCHRUN.findall(out)
+    torchrun = _TORCHRUN.findall(out) or _ACCELERATE.findall(out)
     if torchrun:
         return sum(int(k) for _, k in torchrun), sum(int(n) for n, _ in torchrun)
     srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if "train_resnet" in cmd]
@@ -177,6 +193,16 @@ def test_every_site_in_service_has_a_real_data_recipe():
     assert all(trains_on_data(rel) for rel in STAGES)
 
 
+@pytest.fixture(scope="session")
+def tiny_hf(tmp_path_factory) -> dict[str, Path]:
+    """A model folder (save_pretrained) and a JSON Lines text for finetune_hf.py."""
+    top = tmp_path_factory.mktemp("hf")
+    return {
+        "MODEL": hf_tiny.write_model(top / "model"),
+        "DATA": hf_tiny.write_jsonl(top / "d.jsonl"),
+    }
+
+
 @pytest.mark.parametrize(("site", "script", "trainer"), CASES)
 def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request):
     shutil.copy(EX / script, tmp_path)
@@ -184,6 +210,9 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
     # trainers' own tests cover longer runs, resume and preemption.
     env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2")
+    if trainer.name == "finetune_hf.py":
+        run_finetune(script, tmp_path, env, request.getfixturevalue("tiny_hf"))
+        return
     if script not in DEFAULT_MODEL:
         env["TRAIN_TINY_ARCH"] = TINY_ARCH[trainer.name]
     data = request.getfixturevalue("tiny_shards") if trains_on_data(script) else None
@@ -203,6 +232,24 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request)
     assert summary and summary[-1].fields["ranks"] == ranks, out
     assert "Traceback" not in out
     shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)  # ResNet-50's are 200 MB each
+
+
+def run_finetune(script: str, job: Path, env: dict, tiny: dict[str, Path]) -> None:
+    """A Hugging Face script: its configuration files beside it, the tiny model and text in
+    MODEL and DATA, the cache in scratch. One group of every rank the launchers started trains
+    to a finite loss, and the model is saved where the script says."""
+    for name in _CONFIG.findall((EX / script).read_text(encoding="utf-8")):
+        shutil.copy(EX / "accelerate" / name, job)
+    env = dict(env, HF_HOME=str(job / "hf-home"), **{k: str(v) for k, v in tiny.items()})
+    r, out = run_job(env, job, script)
+    assert r.returncode == 0, f"{r.stderr}\n{out}"
+    ranks, asked = started_ranks(r.stderr + out)
+    if asked > 1:
+        assert ranks >= 2, f"{script} asks for {asked} ranks but ran {ranks}:\n{out}"
+    (done,) = _FINETUNE.findall(out)
+    assert int(done[0]) == ranks and done[2] == "2" and math.isfinite(float(done[3])), out
+    (saved,) = job.glob("finetuned/*/model.safetensors")
+    assert (saved.parent / "tokenizer.json").is_file() and "Traceback" not in out
 
 
 def check_data_read(script: str, data: Path, notes: str, out: str) -> None:

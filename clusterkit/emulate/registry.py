@@ -25,6 +25,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.containers",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
+    "clusterkit.emulate.hf_launchers",
     "clusterkit.emulate.wrappers",
     "clusterkit.emulate.sbcast",
 )
