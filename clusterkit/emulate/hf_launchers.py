@@ -168,8 +168,9 @@ def _several_machines(ctx: Context, line: int, launch: acc.Launch, placement) ->
         ctx.add(
             line,
             "accelerate-machine-rank",
-            f"--num_machines {launch.machines} with neither --machine_rank nor a config file "
-            "that sets machine_rank: accelerate launch stops at start-up",
+            f"--num_machines {launch.machines} with neither --machine_rank nor --config_file: "
+            "accelerate launch stops at start-up (int(None)), unless `accelerate config` left "
+            "a default configuration in the home directory of whoever runs the job",
         )
 
 
