@@ -66,7 +66,7 @@ def test_a_profile_selects_every_page_and_script_of_its_site():
     scripts = [
         s
         for s in (ROOT / "examples" / "frontier").glob("*.sbatch")
-        if re.search(r"train_resnet(_keras)?\.py", s.read_text())
+        if any(re.search(rf"\b{re.escape(t)}\b", s.read_text()) for t in A.TRAINERS)
     ]
     assert _runs(p) == {A.EXAMPLES_RUN.format(f"frontier/{s.name}") for s in scripts}
     assert "tests/test_profiles.py" in p.targets  # a test module that loads the profile
