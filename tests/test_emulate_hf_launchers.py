@@ -245,3 +245,12 @@ def test_commands_on_a_page(command, rule):
     assert got == ([rule] if rule else []), findings
     if rule == "accelerate-option":
         assert "did you mean --num_processes?" in findings[0].message
+
+
+def test_a_step_without_gpus_is_told_without_a_device_option(tmp_path):
+    """finetune_hf.py has no --device: the finding asks for the GPUs and names no such option."""
+    body = (
+        f"srun --ntasks-per-node=1 --cpus-per-task=56 accelerate launch --num_processes 8 {SCRIPT}"
+    )
+    ((rule, msg),) = errors(judge(tmp_path, "frontier", body))
+    assert rule == "gpu-not-requested" and "trains on the CPU" in msg and "--device" not in msg

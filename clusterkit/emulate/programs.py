@@ -209,12 +209,17 @@ def check_gpu_request(
         return
     outcome = "trains on the CPU" if device == "auto" else "stops at start-up"
     ask = GPU_REQUESTS.get(ctx.site.scheduler, "the scheduler's GPU request")
+    options = argparse_ast.read_options(target)
+    flags = {f for o in (options or {}).get("options", []) for f in o["flags"]}
+    if options is not None and "--device" not in flags:  # no choice of device: the GPU or not
+        how, cpu = f"it {outcome}", ""
+    else:
+        how, cpu = f"with --device {device} it {outcome}", ", or pass --device cpu"
     ctx.add(
         line,
         "gpu-not-requested",
         f"{Path(script).name} runs on {part.name} nodes ({node.gpus} x {node.gpu_model} each), "
-        f"but the job holds none of their GPUs, so with --device {device} it {outcome}: ask "
-        f"for them ({ask}), or pass --device cpu",
+        f"but the job holds none of their GPUs, so {how}: ask for them ({ask}){cpu}",
     )
 
 
