@@ -39,6 +39,8 @@ TESTS = {
     "examples/tensorflow/train_resnet_keras.py": "tests/test_tensorflow_trainer.py",
     "examples/pytorch/train_resnet_hvd.py": "tests/horovod/test_horovod_pytorch.py",
     "examples/tensorflow/train_resnet_keras_hvd.py": "tests/horovod/test_horovod_keras.py",
+    # none marked stack: the stacks install torch alone, without the Hugging Face libraries
+    "examples/pytorch/finetune_hf.py": "tests/test_finetune_hf.py",
 }
 # The frameworks a program may need, as Python imports them (Horovod: only the Horovod twins,
 # and never from PyPI)
