@@ -95,7 +95,7 @@ def slurm_case(
         f"#SBATCH --account={site.account['example']}",
         f"#SBATCH --partition={part.name}",
     ]
-    limit = part.max_walltime_s
+    limit = part.max_walltime_s or 365 * 86400  # none of its own: the QoS's limit applies
     qos = qos_for(site, part, nodes)
     if qos:
         lines.append(f"#SBATCH --qos={qos}")

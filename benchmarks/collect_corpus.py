@@ -10,14 +10,16 @@ folder (``_build/corpus/untuned/`` by default), where ``benchmarks/check_corpus.
     python benchmarks/collect_corpus.py                        # snapshots under /work/.mirror
     python benchmarks/collect_corpus.py --git CSCfi/csc-user-guide=/path/to/repo.git ...
     python benchmarks/collect_corpus.py --out /tmp/untuned
+    python benchmarks/collect_corpus.py --manifest tests/corpus/published/manifest.yaml \
+        --out _build/corpus/published          # the published corpus's rebuilt entries
 
 A snapshot is a git directory (bare or not) of the repository that holds the manifest's commit:
 given with ``--git OWNER/NAME=PATH``, or found as ``<mirror>/<owner>+<name>/repo`` (the layout a
 fetched snapshot has; ``--mirror`` names the folder, default ``/work/.mirror``) or as a clone
 ``<mirror>/<owner>+<name>``. The file is read at the recorded commit (``git show
-COMMIT:PATH``); a page's code block is found again with the extraction that collected it
-(``clusterkit.sites.published``: the literal block that starts at the recorded line, or the
-table column). For pages whose renderer changes the code a reader copies (entries with
+COMMIT:PATH``); a page's code block is found again with the reader ``check-job`` reads pages
+with (``clusterkit.grammars.page_blocks``: the code block that starts at the recorded line, or
+the table column). For pages whose renderer changes the code a reader copies (entries with
 ``rendered``: eth-cscs/cscs-docs, MkDocs code annotations and pymdownx snippets), the text is
 rendered the same way: snippet lines replaced by the file they include, annotation markers
 removed.
@@ -42,12 +44,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clusterkit.sites.published import (  # noqa: E402
-    DIRECTIVE,
-    PAGE_SUFFIXES,
-    SCRIPT_SUFFIXES,
-    page_blocks,
-)
+from clusterkit.grammars.page_blocks import PAGE_SUFFIXES, page_blocks  # noqa: E402
+from clusterkit.sites.published import DIRECTIVE, SCRIPT_SUFFIXES  # noqa: E402
 
 DEFAULT_MANIFEST = ROOT / "tests" / "corpus" / "untuned" / "manifest.yaml"
 DEFAULT_OUT = ROOT / "_build" / "corpus" / "untuned"
@@ -136,9 +134,9 @@ def extract(text: str, entry: dict) -> str | None:
         return text.rstrip() + "\n" if DIRECTIVE.search(text) else None
     if suffix not in PAGE_SUFFIXES:
         return None
-    for line, body, column in page_blocks(text, suffix):
-        if line == entry["line"] and column == entry.get("column", 0):
-            return body.rstrip() + "\n"
+    for block in page_blocks(text, suffix):
+        if block.line == entry["line"] and block.column == entry.get("column", 0):
+            return block.text.rstrip() + "\n"
     return None
 
 
@@ -206,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     data = yaml.safe_load(args.manifest.read_text(encoding="utf-8")) or {}
-    entries = data.get("scripts", [])
+    # an entry whose text the repository keeps beside its manifest needs no rebuilding
+    kept = args.manifest.parent
+    entries = [e for e in data.get("scripts", []) if not (kept / e["file"]).is_file()]
     repos = sorted({e["repo"] for e in entries})
     snapshots = find_snapshots(repos, parse_given(args.git), args.mirror)
     status = 0

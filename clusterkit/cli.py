@@ -48,62 +48,140 @@ def _check_channel_manifests() -> int:
 
 
 def cmd_check_job(args: argparse.Namespace) -> int:
-    """Judge every script named (files or glob patterns): one line per finding, then one exit
-    status for them all -- 2 when a path held no script to read, else 1 when any script has an
-    error, else 0."""
-    from clusterkit.emulate.checkjob import check_job_file
+    """Judge every script named (files or glob patterns; a page's code blocks): one line per
+    finding, then one exit status for them all -- 2 when a path held nothing to read, else 1
+    when any script has an error, else 0."""
+    from clusterkit.emulate import foreign
+    from clusterkit.emulate.checkjob import check_job_file, check_job_page, is_page
     from clusterkit.emulate.report import with_ranks
     from clusterkit.sites.profiles import load_site
 
     site = load_site(args.site)
-    paths = expand_paths(args.scripts)
-    status, plans, judged = 0, [], []
-    for path in paths:
-        report = check_job_file(path, site)
-        code = 2 if report.unusable else 1 if report.errors else 0
-        judged.append((path, report.findings, code))
-        if args.format == "text":
-            for f in report.findings:
-                print(finding_line(f), file=sys.stderr)
-        elif args.format == "github":
-            for f in report.findings:
-                print(github_annotation(f))
+    run = CheckJobRun(site.name)
+    allow = foreign.allow if args.allow_foreign else (lambda report: report)
+    for path in expand_paths(args.scripts):
+        if is_page(path) and path.is_file():
+            page = check_job_page(path, site)
+            for b in page.blocks:
+                if b.report is not None:
+                    allow(b.report)
+            reports = run.add_page(page)
+            _print_findings(page.findings, args.format)
+            for b in page.blocks:
+                if args.verbose:
+                    what = "judged" if b.report is not None else "skipped"
+                    where = _where(path, b.block.line)
+                    print(f"{where}: {what}: {b.verdict.reason}", file=sys.stderr)
+                _print_findings(b.report.findings if b.report else [], args.format)
+        else:
+            reports = [run.add_file(path, allow(check_job_file(path, site)))]
+            _print_findings(reports[0].findings, args.format)
         if args.plan:
-            plans.append(with_ranks(report, args.ranks))
-        status = max(status, code)
+            run.plans += [with_ranks(r, args.ranks) for r in reports]
     if args.format == "json":
-        print(json.dumps(json_record(site.name, judged, status), indent=2))
+        print(json.dumps(run.record(), indent=2))
     if args.plan:
-        print(json.dumps(plans[0] if len(plans) == 1 else plans, indent=2))
-    if len(paths) > 1 and args.format == "text":
-        print(f"{len(paths)} scripts judged against {site.title}", file=sys.stderr)
-    return status
+        print(json.dumps(run.plans[0] if len(run.plans) == 1 else run.plans, indent=2))
+    if args.format == "text":
+        for line in run.summary(site.title):
+            print(line, file=sys.stderr)
+    return run.status
 
 
-def json_record(site: str, judged: list, status: int) -> dict:
-    """check-job --format json: every script with its findings and its own exit status."""
+def _print_findings(findings: list, form: str) -> None:
+    """The findings as text lines on standard error, or as GitHub annotations."""
+    for f in findings:
+        if form == "text":
+            print(finding_line(f), file=sys.stderr)
+        elif form == "github":
+            print(github_annotation(f))
+
+
+def _where(path, line: int | None) -> str:
+    return f"{_display_of(path)}:{line}" if line else _display_of(path)
+
+
+class CheckJobRun:
+    """What one check-job run judged: script files, pages and their blocks, for the summary,
+    the JSON record and the exit status."""
+
+    def __init__(self, site: str):
+        self.site = site
+        self.scripts: list[dict] = []  # every script judged: files and pages' blocks
+        self.blocks: list[dict] = []  # every code block of every page, judged or skipped
+        self.pages: dict = {}  # page -> its findings (a page that could not be read)
+        self.plans: list[dict] = []
+        self.status = 0
+
+    def add_file(self, path, report):
+        code = 2 if report.unusable else 1 if report.errors else 0
+        self.scripts.append({"file": _display_of(path), "status": code, **_findings(report)})
+        self.status = max(self.status, code)
+        return report
+
+    def add_page(self, page) -> list:
+        self.pages[page.path] = page.findings
+        if page.findings:
+            self.status = 2
+        for b in page.blocks:
+            where = {"file": _display_of(page.path), "line": b.block.line}
+            about = {"language": b.block.lang, "kind": b.block.kind, "reason": b.verdict.reason}
+            if b.block.column:
+                about["column"] = b.block.column
+            if b.report is None:
+                self.blocks.append({**where, **about, "judged": False})
+                continue
+            self.blocks.append({**where, **about, "judged": True, "status": b.status})
+            self.scripts.append({**where, **about, "status": b.status, **_findings(b.report)})
+            self.status = max(self.status, b.status)
+        return [b.report for b in page.judged]
+
+    def record(self) -> dict:
+        """check-job --format json: every script judged with its findings and its own exit
+        status; every code block of every page, judged or skipped, with the reason."""
+        out = {"site": self.site, "status": self.status, "scripts": self.scripts}
+        if self.pages:
+            out["blocks"] = self.blocks
+            out["pages"] = [
+                {
+                    "file": _display_of(path),
+                    "blocks": sum(b["file"] == _display_of(path) for b in self.blocks),
+                    **({"findings": [_finding(f) for f in found]} if found else {}),
+                }
+                for path, found in self.pages.items()
+            ]
+        return out
+
+    def summary(self, title: str) -> list[str]:
+        lines = []
+        if self.pages:
+            judged = sum(b["judged"] for b in self.blocks)
+            lines.append(
+                f"{_count(len(self.pages), 'page')}: {_count(len(self.blocks), 'code block')}, "
+                f"{_count(judged, 'job script')} judged, {len(self.blocks) - judged} skipped "
+                "(-v lists each block)"
+            )
+        if len(self.scripts) > 1 or self.pages:
+            lines.append(f"{_count(len(self.scripts), 'script')} judged against {title}")
+        return lines
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
+
+
+def _display_of(path) -> str:
     from clusterkit.sites.errors import _display
 
-    return {
-        "site": site,
-        "status": status,
-        "scripts": [
-            {
-                "file": _display(path),
-                "status": code,
-                "findings": [
-                    {
-                        "line": f.line or None,
-                        "level": f.level,
-                        "rule": f.rule,
-                        "message": f.message,
-                    }
-                    for f in findings
-                ],
-            }
-            for path, findings, code in judged
-        ],
-    }
+    return _display(path)
+
+
+def _finding(f) -> dict:
+    return {"line": f.line or None, "level": f.level, "rule": f.rule, "message": f.message}
+
+
+def _findings(report) -> dict:
+    return {"findings": [_finding(f) for f in report.findings]}
 
 
 def github_annotation(f) -> str:
@@ -175,6 +253,13 @@ def cmd_new_site(args: argparse.Namespace) -> int:
     return scaffold.main([args.name, *extra, *(["--dry-run"] if args.dry_run else [])])
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The memory a language-model run takes on each GPU (clusterkit.emulate.memory_plan)."""
+    from clusterkit.emulate import memory_plan
+
+    return memory_plan.main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="clusterkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -184,9 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "check-job",
         help="judge job scripts against a site (dry run); --site generic: any Slurm site",
-        description="Judge job scripts as the site's scheduler and shell would take them. "
-        "One line per finding (FILE:LINE: LEVEL: [RULE] MESSAGE); exit status 1 when any "
-        "script has an error, 2 when a path holds no script.",
+        description="Judge job scripts as the site's scheduler and shell would take them: "
+        "script files, and the job scripts in the code blocks of Markdown, reStructuredText "
+        "and HTML pages. One line per finding (FILE:LINE: LEVEL: [RULE] MESSAGE, a page's "
+        "own line numbers for its blocks); exit status 1 when any script has an error, 2 when "
+        "a path holds nothing to read.",
     )
     s.add_argument(
         "--site",
@@ -195,12 +282,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--plan", action="store_true", help="print the plan as JSON")
     s.add_argument(
+        "--allow-foreign",
+        action="store_true",
+        help="judge a script that holds another scheduler's directives (#PBS or #BSUB under "
+        "a Slurm site, #SBATCH under an LSF site) as it stands: a warning, not an error",
+    )
+    s.add_argument(
         "--format",
         choices=("text", "json", "github"),
         default="text",
         help="text: one line per finding on standard error (default); json: one record of "
-        "every script and finding on standard output; github: GitHub Actions annotations on "
-        "standard output, shown on the lines of a pull request",
+        "every script and finding, and of every code block of the pages, on standard output; "
+        "github: GitHub Actions annotations on standard output, shown on the lines of a pull "
+        "request",
     )
     s.add_argument(
         "--ranks",
@@ -209,7 +303,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --plan: ranks written out per step, with their environment (default 16)",
     )
-    s.add_argument("scripts", nargs="+", metavar="SCRIPT", help="files or glob patterns")
+    s.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every code block of the pages named, judged or skipped, with the reason",
+    )
+    s.add_argument(
+        "scripts",
+        nargs="+",
+        metavar="FILE",
+        help="job scripts, or pages (.md, .rst, .html) whose code blocks hold job scripts; "
+        "files or glob patterns (quoted: 'docs/**/*.md')",
+    )
     s.set_defaults(func=cmd_check_job)
     s = sub.add_parser("check", help="every static check (profiles, job scripts, lint)")
     s.set_defaults(func=cmd_check)
@@ -227,6 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--title", help="the site's name as its documentation writes it")
     s.add_argument("--dry-run", action="store_true", help="list the files; write nothing")
     s.set_defaults(func=cmd_new_site)
+    s = sub.add_parser(
+        "plan",
+        help="the memory fine-tuning a language model takes on each GPU, and the GPUs it needs",
+    )
+    from clusterkit.emulate import memory_plan
+
+    memory_plan.add_arguments(s)
+    s.set_defaults(func=cmd_plan)
     return p
 
 

@@ -20,6 +20,9 @@ from benchmark_scripts import benchmark_module
 from clusterkit.runs import lines_hook, shimdir
 
 ROOT = Path(__file__).resolve().parent.parent
+# Tests that load a PyTorch trainer in their own process (importlib) find the module it imports
+# from its own folder, as `python train_resnet.py` does.
+sys.path.append(str(ROOT / "examples" / "pytorch"))
 
 # No per-example deadline for property tests: on two busy cores under pytest-xdist one example
 # of a fast test can exceed Hypothesis's default 200 ms, which says nothing about the code
@@ -118,6 +121,20 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory) -> dict[str, Path]:
+    """Tiny GPT-2 and Llama models in save_pretrained layout, and a JSON-lines text file
+    (tests/tiny_lm.py): {"gpt2": DIR, "llama": DIR, "text": FILE}."""
+    import tiny_lm as lm
+
+    root = tmp_path_factory.mktemp("tiny-lm")
+    return {
+        "gpt2": lm.write_model(root / "gpt2", "gpt2"),
+        "llama": lm.write_model(root / "llama", "llama"),
+        "text": lm.write_text(root / "text.jsonl"),
+    }
 
 
 @pytest.fixture(scope="session")

@@ -151,3 +151,23 @@ def test_says_which_repository_has_no_snapshot(tmp_path, snapshot):
     )  # fmt: skip
     assert r.returncode == 2
     assert "owner/docs: no snapshot (fetch github:owner/docs" in r.stderr
+
+
+def test_a_script_kept_beside_the_manifest_is_not_rebuilt(tmp_path, snapshot):
+    """The published corpus keeps most scripts' text beside its manifest and rebuilds only the
+    others (NERSC's): a kept one is passed over, so its repository needs no snapshot."""
+    repo, commit = snapshot
+    path = manifest(tmp_path, commit)
+    data = yaml.safe_load(path.read_text())
+    data["scripts"].append(
+        {"file": "kept/job.sbatch", "repo": "other/docs", "commit": commit, "path": "x", "line": 1,
+         "digest": "0" * 16}
+    )  # fmt: skip
+    path.write_text(yaml.safe_dump(data))
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "job.sbatch").write_text("#!/bin/bash\n")
+    out = tmp_path / "out"
+    r = collect("--manifest", str(path), "--out", str(out), "--git", f"owner/docs={repo}")
+    assert r.returncode == 0, r.stderr
+    assert "2 of 2 scripts written" in r.stderr
+    assert not (out / "kept").exists()

@@ -139,7 +139,7 @@ def test_sbcast_takes_what_the_real_one_takes(args):
     ("args", "fragment"),
     [
         ("-Czlib a /mnt/bb/u/a", "--compress=zlib"),
-        ("-F 12 a /mnt/bb/u/a", "largest fanout is 8"),
+        ("-F 65 a /mnt/bb/u/a", "largest fanout of sbcast in Slurm 25.11 is 64"),
         ("-s 1g a /mnt/bb/u/a", "--size=1g"),
         ("--exclude=lib a /mnt/bb/u/a", "--exclude=lib"),
     ],
@@ -147,6 +147,31 @@ def test_sbcast_takes_what_the_real_one_takes(args):
 def test_sbcast_values_are_checked(args, fragment):
     [(rule, _, text)] = sbcast_findings(args)
     assert rule == "sbcast-option" and fragment in text
+
+
+@pytest.mark.parametrize("args", ["--treewidth=32 a /mnt/bb/u/a", "-F off a /mnt/bb/u/a",
+                                  "-w frontier[00001-00002] a /mnt/bb/u/a"])  # fmt: skip
+def test_frontier_sbcast_is_that_of_its_slurm_release(args):
+    # Frontier runs Slurm 25.11 (sites/frontier.yaml): options sbcast gained after 22.05 pass
+    assert FRONTIER.slurm_release == "25.11"
+    assert sbcast_findings(args) == []
+    # 22.05's sbcast (the shim's, Debian 12's slurm-client) takes none of them
+    assert _refused_by_22_05(args.split())
+
+
+def _refused_by_22_05(argv: list[str]) -> bool:
+    try:
+        return bool(sbcast_cli.value_problems(sbcast_cli.parse(argv)))
+    except sbcast_cli.SbcastUsageError:
+        return True
+
+
+def test_an_unknown_sbcast_option_names_the_release_judged():
+    [(_, _, text)] = sbcast_findings("--bogus a /mnt/bb/u/a")
+    assert "sbcast of Slurm 25.11" in text
+    assert sbcast_cli.value_problems(sbcast_cli.parse(["-F", "12", "a", "/b"])) == [
+        "--fanout=12: the largest fanout of sbcast in Slurm 22.05 is 8 (sbcast(1))"
+    ]
 
 
 def test_sbcast_warns_of_a_relative_dest_and_of_running_in_a_step():

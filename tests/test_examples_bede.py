@@ -12,6 +12,7 @@ from pathlib import Path
 import own_network
 
 from clusterkit.runs import trainlog
+from clusterkit.runs.programs import copy_program
 
 ROOT = Path(__file__).resolve().parent.parent
 SLICE = ROOT / "examples" / "bede" / "pytorch-ddp-1node.sbatch"
@@ -21,7 +22,7 @@ TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
 def _job_dir(tmp_path: Path) -> Path:
     """What a user has in their job directory: the job script and the trainer."""
     shutil.copy(SLICE, tmp_path)
-    shutil.copy(TRAINER, tmp_path)
+    copy_program(TRAINER, tmp_path)
     return tmp_path
 
 

@@ -8,17 +8,20 @@ how many ranks they started (``... K started here``): the trainer must have form
 exactly those ranks, and a script that asks for several ranks must have run at least two.
 
 The Hugging Face scripts (``finetune_hf.py`` under ``accelerate launch``) take a model folder and
-a text from ``MODEL`` and ``DATA`` and keep Hugging Face's cache in ``HF_HOME``, which the tests
-point at a tiny GPT-2 and its tokenizer written with save_pretrained (tests/hf_tiny.py), a JSON
-Lines file and a scratch folder; the accelerate configuration files a script names are copied
-beside it. Such a run must report one group of the ranks the launchers started and leave a
-model in save_pretrained layout in its output folder.
+a text from ``MODEL`` and ``DATA``, as the language-model scripts below do, and keep Hugging
+Face's cache in ``HF_HOME``, a scratch folder; the accelerate configuration files a script names
+are copied beside it. Such a run must report one group of the ranks the launchers started and
+leave a model in save_pretrained layout in its output folder.
 
 A script that trains on real data (``--data-dir``) takes the data set's place from ``DATA``,
 which the tests point at a tiny WebDataset shard set made once per session from the
-``jpeg_folder`` fixture with examples/data/make_shards.py. The trainer's ``data:`` line then names
-what it read: the shard set itself where the script reads it in place, or the copy in the job's
-node-local storage where the script stages it (the emulator says where that storage is).
+``jpeg_folder`` fixture with examples/data/make_shards.py. The trainer's ``data:`` line then
+names what it read: the shard set itself where the script reads it in place, or the copy in the
+job's node-local storage where the script stages it (the emulator says where that storage is).
+
+A language-model script takes its model from ``MODEL`` and its text from ``DATA``: a tiny GPT-2
+and a JSON-lines file written by the ``tiny_lm`` fixture (tests/tiny_lm.py), read with the Hub
+offline.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hf_tiny
 import own_network
 import pytest
 
 from clusterkit.runs import trainlog
+from clusterkit.runs.programs import copy_program
 from clusterkit.sites.profiles import load_site, profile_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +48,11 @@ TRAINERS = {
     "train_resnet.py": EX / "pytorch" / "train_resnet.py",
     "train_resnet_keras.py": EX / "tensorflow" / "train_resnet_keras.py",
     "finetune_hf.py": EX / "pytorch" / "finetune_hf.py",
+    "train_lm.py": EX / "pytorch" / "train_lm.py",
 }
+# Trainers whose every rank prints [train] lines (the language-model trainer's rank 0 prints the
+# loss of all ranks, averaged)
+EVERY_RANK_PRINTS = {"train_resnet.py", "train_resnet_keras.py"}
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
 # Scripts that start a trainer but do not run here, and why.
@@ -159,7 +166,7 @@ def started_ranks(out: str) -> tuple[int, int]:
     torchrun = _TORCHRUN.findall(out) or _ACCELERATE.findall(out)
     if torchrun:
         return sum(int(k) for _, k in torchrun), sum(int(n) for n, _ in torchrun)
-    srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if "train_resnet" in cmd]
+    srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if "train_" in cmd]
     if srun:
         return srun[-1][1], srun[-1][0]
     return 1, 1
@@ -177,7 +184,8 @@ def test_not_run_names_existing_scripts():
 
 def test_each_trainer_runs_its_default_model_in_some_script():
     trainers = {trainer.name for _, rel, trainer in runnable_scripts() if rel in DEFAULT_MODEL}
-    assert trainers == set(TINY_ARCH)
+    trainers |= {name for name in TRAINERS if name not in TINY_ARCH}  # no model of their own
+    assert trainers == set(TRAINERS)
     assert DEFAULT_MODEL.isdisjoint(NOT_RUN)
 
 
@@ -193,27 +201,20 @@ def test_every_site_in_service_has_a_real_data_recipe():
     assert all(trains_on_data(rel) for rel in STAGES)
 
 
-@pytest.fixture(scope="session")
-def tiny_hf(tmp_path_factory) -> dict[str, Path]:
-    """A model folder (save_pretrained) and a JSON Lines text for finetune_hf.py."""
-    top = tmp_path_factory.mktemp("hf")
-    return {
-        "MODEL": hf_tiny.write_model(top / "model"),
-        "DATA": hf_tiny.write_jsonl(top / "d.jsonl"),
-    }
-
-
 @pytest.mark.parametrize(("site", "script", "trainer"), CASES)
 def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request):
     shutil.copy(EX / script, tmp_path)
-    shutil.copy(trainer, tmp_path)
+    copy_program(trainer, tmp_path)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
     # trainers' own tests cover longer runs, resume and preemption.
     env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2")
     if trainer.name == "finetune_hf.py":
-        run_finetune(script, tmp_path, env, request.getfixturevalue("tiny_hf"))
+        run_finetune(script, tmp_path, env, request.getfixturevalue("tiny_lm"))
         return
-    if script not in DEFAULT_MODEL:
+    if trainer.name == "train_lm.py":
+        lm = request.getfixturevalue("tiny_lm")
+        env.update(MODEL=str(lm["gpt2"]), DATA=str(lm["text"]), HF_HOME=str(tmp_path / "hf"))
+    elif script not in DEFAULT_MODEL:
         env["TRAIN_TINY_ARCH"] = TINY_ARCH[trainer.name]
     data = request.getfixturevalue("tiny_shards") if trains_on_data(script) else None
     if data is not None:
@@ -226,8 +227,10 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request)
     if asked > 1:
         assert ranks >= 2, f"{script} asks for {asked} ranks but ran {ranks}:\n{out}"
     records = trainlog.parse(out)
-    seen = {rec.fields["rank"] for rec in records if rec.kind == "train"}
-    assert seen == set(range(ranks)), out
+    train = [rec.fields for rec in records if rec.kind == "train"]
+    assert train and all(rec["world"] == ranks for rec in train), out
+    if trainer.name in EVERY_RANK_PRINTS:
+        assert {rec["rank"] for rec in train} == set(range(ranks)), out
     summary = [rec for rec in records if rec.kind == "summary"]
     assert summary and summary[-1].fields["ranks"] == ranks, out
     assert "Traceback" not in out
@@ -240,7 +243,7 @@ def run_finetune(script: str, job: Path, env: dict, tiny: dict[str, Path]) -> No
     to a finite loss, and the model is saved where the script says."""
     for name in _CONFIG.findall((EX / script).read_text(encoding="utf-8")):
         shutil.copy(EX / "accelerate" / name, job)
-    env = dict(env, HF_HOME=str(job / "hf-home"), **{k: str(v) for k, v in tiny.items()})
+    env = dict(env, HF_HOME=str(job / "hf-home"), MODEL=str(tiny["gpt2"]), DATA=str(tiny["text"]))
     r, out = run_job(env, job, script)
     assert r.returncode == 0, f"{r.stderr}\n{out}"
     ranks, asked = started_ranks(r.stderr + out)
@@ -281,7 +284,7 @@ def test_a_failed_sbcast_stops_the_frontier_job(emulated_env, tmp_path, tiny_sha
     job = tmp_path / "job"
     job.mkdir()
     shutil.copy(EX / script, job)
-    shutil.copy(TRAINERS["train_resnet.py"], job)
+    copy_program(TRAINERS["train_resnet.py"], job)
     env = dict(emulated_env, CLUSTERKIT_SITE="frontier", TRAIN_TINY_STEPS="2", DATA=str(broken))
     r, out = run_job(env, job, script)
     assert r.returncode == 1, f"{r.stderr}\n{out}"

@@ -1,12 +1,12 @@
 """examples/pytorch/finetune_hf.py: Hugging Face's Trainer on CPU ranks, offline, and its errors.
 
-A tiny GPT-2 and its byte-level tokenizer are written with save_pretrained into a scratch folder
-(tests/hf_tiny.py; nothing is downloaded), and every run has HF_HUB_OFFLINE=1 and HF_HOME in
-scratch. The distributed runs start two CPU ranks the ways the pages do: ``accelerate launch``
-with the example configurations (ACCELERATE_USE_CPU=1, what accelerate's own ``--cpu`` sets:
-without a GPU, processes that are not told so form no group) and ``torchrun``. The FSDP2
-configuration gets its own test: accelerate runs FSDP only on GPUs (see
-tests/fixtures/fsdp2_probe.py), so the Trainer runs it here as data parallel.
+A tiny GPT-2 and its byte-level tokenizer, written with save_pretrained into a scratch folder
+(the tiny_lm fixture, tests/tiny_lm.py; nothing is downloaded), are the model, and every run has
+HF_HUB_OFFLINE=1 and HF_HOME in scratch. The distributed runs start two CPU ranks the ways the
+pages do: ``accelerate launch`` with the example configurations (ACCELERATE_USE_CPU=1, what
+accelerate's own ``--cpu`` sets: without a GPU, processes that are not told so form no group)
+and ``torchrun``. The FSDP2 configuration gets its own test: accelerate runs FSDP only on GPUs
+(see tests/fixtures/fsdp2_probe.py), so the Trainer runs it here as data parallel.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hf_tiny
 import pytest
+from tiny_lm import documents
 
 pytestmark = pytest.mark.program_lines
 
@@ -36,15 +36,12 @@ LAUNCH_VARS += ("CUDA_VISIBLE_DEVICES", "FSDP_", "HF_")
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> dict[str, Path]:
-    """A model folder, the same text as .txt and .jsonl, and a cache folder."""
+def files(tiny_lm, tmp_path_factory) -> dict[str, Path]:
+    """The tiny GPT-2, its text as .jsonl and as .txt (one document a line), a cache folder."""
     top = tmp_path_factory.mktemp("hf")
-    return {
-        "model": hf_tiny.write_model(top / "model"),
-        "txt": hf_tiny.write_text(top / "train.txt"),
-        "jsonl": hf_tiny.write_jsonl(top / "train.jsonl"),
-        "home": top / "hf-home",
-    }
+    text = top / "train.txt"
+    text.write_text("".join(d + "\n" for d in documents()), encoding="utf-8")
+    return {"model": tiny_lm["gpt2"], "txt": text, "jsonl": tiny_lm["text"], "home": top / "hf"}
 
 
 def env_for(files: dict[str, Path], **extra: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ of the repository with the build tools at hand, unpacks it into a scratch folder
 ``pip install`` puts into site-packages) and runs the command from there, with the checkout off
 the path and the frameworks' imports refused. The second (``slow``) does what a centre's CI
 does: a bare virtual environment, ``pip install`` of the repository (the build tools and the
-four dependencies from PyPI or pip's cache), and the ``clusterkit`` command it installs; it
+six dependencies from PyPI or pip's cache), and the ``clusterkit`` command it installs; it
 needs PyPI, and says so when it cannot reach it.
 """
 
@@ -95,7 +95,7 @@ print(json.dumps(out))
 
 
 def test_the_installed_files_judge_every_job_script_without_frameworks(tmp_path):
-    """The wheel's files, unpacked into a scratch folder, with only the four dependencies."""
+    """The wheel's files, unpacked into a scratch folder, with only the six dependencies."""
     # looked up, not imported: setuptools' distutils hack fails in a process that has already
     # imported the standard library's distutils (another test may have), and pip builds the
     # wheel in a process of its own anyway
@@ -202,7 +202,8 @@ def test_pip_install_into_a_bare_venv_gives_a_clusterkit_command_that_knows_ever
 
 def test_the_pre_commit_hook_runs_check_job_on_job_scripts(tmp_path):
     """.pre-commit-hooks.yaml: what pre-commit needs of a hook, a file pattern that takes the
-    sites' job scripts and leaves the rest, and an entry that judges the files it is given."""
+    sites' job scripts and documentation pages and leaves the rest (helper scripts, images),
+    and an entry that judges the files it is given."""
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     assert {"id", "name", "entry", "language"} <= set(hook)
     assert hook["id"] == "check-job" and hook["language"] == "python"
@@ -212,6 +213,9 @@ def test_the_pre_commit_hook_runs_check_job_on_job_scripts(tmp_path):
     assert all(pattern.search(str(p.relative_to(ROOT))) for p in scripts)
     taken = {p for p in examples if pattern.search(str(p.relative_to(ROOT)))}
     assert taken == scripts, f"the hook would also take {sorted(map(str, taken - scripts))}"
+    pages = ["docs/index.md", "README.md", "docs/usage/index.rst", "guide.markdown"]
+    others = ["docs/tools/setup.sh", "docs/images/nodes.png", "mkdocs.yml", "docs/conf.py"]
+    assert all(pattern.search(p) for p in pages) and not any(pattern.search(p) for p in others)
     entry = hook["entry"].split()
     assert entry[0] == "clusterkit", "the console script pyproject.toml installs"
     scripts_table = (ROOT / "pyproject.toml").read_text(encoding="utf-8")

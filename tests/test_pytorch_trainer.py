@@ -29,6 +29,7 @@ pytestmark = pytest.mark.program_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
+RUNTIME = TRAINER.parent / "job_runtime.py"  # what the PyTorch trainers share
 STEPS = 10  # tiny runs made longer (TRAIN_TINY_STEPS) so that a signal has time to land
 TIMEOUT = 180
 LAUNCH_VARS = (
@@ -256,11 +257,12 @@ def test_two_ranks_under_torchrun(tmp_path):
     assert all(0 <= e.fields["top1"] <= e.fields["top5"] <= 1 for e in evals)
 
 
-# Each rank gathers states into rank 0 with the trainer's gather_states, then ends the process
-# group as the trainer's last lines do (barrier, destroy, the DDP model's last reference goes).
+# Each rank gathers states into rank 0 with the trainers' gather_states (job_runtime.py), then
+# ends the process group as the trainer's last lines do (barrier, destroy, the DDP model's last
+# reference goes).
 GATHER_THEN_END = r"""
 import importlib.util, sys, torch, torch.distributed as dist
-spec = importlib.util.spec_from_file_location("trainer", sys.argv[1])
+spec = importlib.util.spec_from_file_location("job_runtime", sys.argv[1])
 trainer = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(trainer)
 
@@ -300,7 +302,7 @@ def test_process_groups_end_after_gathering_states(tmp_path):
     port, groups = free_port(), 60
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", GATHER_THEN_END, str(TRAINER), str(groups)],
+            [sys.executable, "-c", GATHER_THEN_END, str(RUNTIME), str(groups)],
             cwd=tmp_path,
             env=clean_env(
                 RANK=str(rank),

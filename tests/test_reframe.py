@@ -100,10 +100,12 @@ def test_every_slurm_partition_appears_with_access_from_its_profile():
         for pname, part in site.partitions.items():
             entry = parts[pname]
             node = part.node_type
-            expected = [f"--partition={pname}"]
+            routed = len(site.default_partitions) > 1  # reached by constraint, not by name
+            where = f"--constraint={rc.routing_constraint(site, part)}"
+            expected = [where if routed else f"--partition={pname}"]
             if site.account.get("required", True):  # else users' jobs name no account
                 expected.append(f"--account={site.account['example']}")
-            if part.qos_required:
+            if part.qos_required or (routed and site.default_qos not in part.qos):
                 expected.append(f"--qos={part.qos[0]}")
             assert entry["access"] == expected, (name, pname)
             assert (entry["scheduler"], entry["launcher"]) == ("slurm", "srun")
@@ -132,6 +134,11 @@ def test_every_slurm_partition_appears_with_access_from_its_profile():
     a2 = partitions_of(config, "archer2")
     assert all(any(o.startswith("--qos=") for o in p["access"]) for p in a2.values())
     assert a2["gpu"]["resources"][0]["options"] == ["--gpus={num_gpus}"]
+    # Perlmutter's users name no partition: -C gpu / -C cpu, and -q shared for a share of a node
+    pm = partitions_of(config, "perlmutter")
+    assert pm["gpu"]["access"] == ["--constraint=gpu"]
+    assert pm["cpu"]["access"] == ["--constraint=cpu"]
+    assert pm["gpu-shared"]["access"] == ["--constraint=gpu", "--qos=shared"]
     assert "pytorch-2_9_1-gpu" in a2["gpu"]["environs"]
     assert not any(e.startswith("tensorflow") for e in a2["gpu"]["environs"])
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.runs import trainlog
+from clusterkit.runs.programs import copy_program
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "examples" / "pytorch" / "train_resnet.py"
@@ -102,7 +103,7 @@ def test_archer2_cpu_job_script_runs_with_the_mpi_backend(emulated_env, tmp_path
     """ARCHER2's CPU recipe as written, through the emulated sbatch and srun; ``python`` in the
     job directory's PATH starts each rank through the stand-in."""
     shutil.copy(ARCHER2_CPU, tmp_path)
-    shutil.copy(TRAINER, tmp_path)
+    copy_program(TRAINER, tmp_path)
     wrapper = tmp_path / "bin" / "python"
     wrapper.parent.mkdir()
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STANDIN}" "$@"\n')

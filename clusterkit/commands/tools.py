@@ -19,11 +19,28 @@ from pathlib import Path
 from clusterkit.commands import downloads
 from clusterkit.commands.registry import register, register_kind
 from clusterkit.commands.shell import check_shell_text, inner_command
-from clusterkit.grammars import profilers, reframe_cli, tensorboard_cli
+from clusterkit.grammars import hf_cli, profilers, reframe_cli, tensorboard_cli
 from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import Site
 
 register("tensorboard", site_free=True)(tensorboard_cli.check)
+
+
+@register("hf", site_free=True)
+def hf(page, line: int, words: list[str], site=None, snippet: str = ""):
+    """``hf`` through its own parser; a download into the home directory is a warning (models
+    are gigabytes; home quotas are small: project storage is the place)."""
+    try:
+        command, params = hf_cli.parse(list(words[1:]))
+    except hf_cli.HfOptionError as exc:
+        return [Finding(page, line, "hf-option", str(exc))]
+    where = params.get("local_dir") or params.get("cache_dir")
+    if command == "download" and hf_cli.in_home(where):
+        msg = f"hf download into {where}: models fill a home quota; use project storage"
+        return [Finding(page, line, "hf-home", msg, "warning")]
+    return []
+
+
 register("reframe", site_free=True)(reframe_cli.check)
 
 

@@ -8,8 +8,12 @@ words after the image is followed the same way: the image's run script is taken 
 as a command, as the run scripts of Docker-built images without an entry point, and NGC's
 entry point, do (``singularity run --rocm image.sif python train.py``, as LUMI writes it). ``build
 --writable`` was Singularity 2's writable ext3 image, removed in Singularity 3.0: it is refused
-with its replacement (a ``--sandbox`` directory, then a SIF image built from it). Images named
-``.simg``/``.img`` (Singularity 2) are warned about.
+with its replacement (a ``--sandbox`` directory, then a SIF image built from it). An image
+named ``.simg`` or ``.img`` (Singularity 2's names) is run as any other: Apptainer tells an
+image's format from its content -- SIF, squashfs (what Singularity 2.4 and later built as
+``.simg``), ext3, a sandbox directory or a tar file, never from its name (apptainer/apptainer,
+``pkg/image/image.go``, ``registeredFormats``) -- and only ``build`` to such a name is noted,
+since it writes a SIF whatever the name says.
 """
 
 from __future__ import annotations
@@ -84,12 +88,10 @@ def _binds(finding, tool: str, parsed: Parsed) -> list[Finding]:
 
 
 def _images(finding, tool: str, parsed: Parsed) -> list[Finding]:
-    """Singularity 2 image names, and --writable on an image file."""
+    """--writable on an image file, and a Singularity 2 name given to a new image."""
     out = []
     if parsed.sub in {"exec", "shell", "run", "test"}:
         image = parsed.args[0]
-        if image.endswith(_V2_SUFFIXES):
-            out.append(_v2_image(finding, tool, image))
         if parsed.sub != "exec" and parsed.has("writable") and _is_image_file(image):
             out.append(
                 finding(
@@ -111,15 +113,6 @@ def _images(finding, tool: str, parsed: Parsed) -> list[Finding]:
                 )
             )
     return out
-
-
-def _v2_image(finding, tool: str, image: str) -> Finding:
-    return finding(
-        "container-simg",
-        f"{image}: a Singularity 2 image name; Singularity 3 and Apptainer read SIF images "
-        "(rebuild: apptainer build image.sif docker://...)",
-        level="warning",
-    )
 
 
 @register_command("singularity", "apptainer")

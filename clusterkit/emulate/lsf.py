@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusterkit.emulate import foreign, stale
 from clusterkit.emulate.body import Context, walk
 from clusterkit.emulate.bsub import LsfShape, bsub_request, check_request
 from clusterkit.emulate.launch_env import NodeSet
@@ -42,6 +43,7 @@ def check_lsf_script(
         return unreadable(path, site.name, exc, "bsub")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + _dos_line_breaks(script)
+    report.findings += foreign.findings(script, "lsf") + stale.findings(script)
     req = bsub_request(path, script.text, argv, site.placeholders)
     findings, shape = check_request(req, site)
     report.findings.extend(findings)

@@ -23,11 +23,14 @@ JUDGE_MODULES = (
     "clusterkit.emulate.jsrun",
     "clusterkit.emulate.ddl",
     "clusterkit.emulate.containers",
+    "clusterkit.emulate.shifter",
+    "clusterkit.emulate.podman_hpc",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
     "clusterkit.emulate.hf_launchers",
     "clusterkit.emulate.wrappers",
     "clusterkit.emulate.sbcast",
+    "clusterkit.emulate.hub",
 )
 
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterkit.emulate import launch_env, shell_checks, slurm, storage
+from clusterkit.emulate import foreign, launch_env, shell_checks, slurm, stale, storage
 from clusterkit.emulate.body import Context, walk
 from clusterkit.emulate.launch_env import NodeSet
 from clusterkit.emulate.registry import register_scheduler, register_snippet_job
 from clusterkit.emulate.report import Report, shift_lines, unreadable
 from clusterkit.emulate.script import UnreadableScript, read_script
-from clusterkit.emulate.slurm_request import JobRequest, job_requests, script_refusals
+from clusterkit.emulate.slurm_request import (
+    JobRequest,
+    job_requests,
+    script_refusals,
+    site_plugins,
+)
 from clusterkit.sites.profiles import Site
 
 
@@ -39,9 +44,17 @@ def check_slurm_script(
         return unreadable(path, site.name, exc, "sbatch")
     report = Report(path, site.name, text=script.text)
     report.findings += script.reading_findings() + script_refusals(script)
+    report.findings += foreign.findings(script, "slurm")
     shell, asked_bash = shell_checks.checks(script, site.placeholders)
-    report.findings += shell
-    reqs = job_requests(script, argv, placeholders=site.placeholders, plugins=site.generic)
+    report.findings += shell + stale.findings(script)
+    reqs = job_requests(
+        script,
+        argv,
+        placeholders=site.placeholders,
+        plugins=site_plugins(site),
+        release=site.slurm_release,
+        options_release=site.slurm_options_release,
+    )
     # the account the site's own pages write (bdXXXYY) is a placeholder too, but a known one
     example = site.account.get("example")
     reqs[0].findings = [
@@ -130,7 +143,7 @@ def job_env(
         submit_dir="$SLURM_SUBMIT_DIR",
         cluster=site.name,
         cpus_per_task_given=req.has("cpus_per_task"),
-        qos=req.get("qos"),
+        qos=shape.qos or req.get("qos"),
         ntasks_given=shape.ntasks_given,
         tasks_per_node_given=shape.tasks_per_node_given,
     )
@@ -166,7 +179,7 @@ def job_plan(
             "gpus_per_node": shape.gpus_per_node,
             "time_limit_s": shape.time_s,
             "account": req.get("account"),
-            "qos": req.get("qos"),
+            "qos": shape.qos or req.get("qos"),
         }
 
     plan = {"site": site.name, "script": str(path), **counts(reqs[0], shapes[0], nodesets[0])}

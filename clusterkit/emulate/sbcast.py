@@ -29,15 +29,17 @@ def judge_sbcast(ctx, line: int, words: list[str], placement) -> None:
             "run sbcast from the batch script itself",
             level="warning",
         )
+    release = ctx.site.slurm_release  # the site's Slurm (22.05 where the profile names none)
     try:
-        args = sbcast_cli.parse(ctx.expanded(words[1:]))
+        args = sbcast_cli.parse(ctx.expanded(words[1:]), release)
         if args.has("help") or args.has("usage") or args.has("version"):
             return
         sbcast_cli.check_files(args)
     except sbcast_cli.SbcastUsageError as exc:
-        ctx.add(line, "sbcast-option", f"{exc} (sbcast --help lists its options)")
+        message = f"{exc} (sbcast of Slurm {release}; sbcast --help lists its options)"
+        ctx.add(line, "sbcast-option", message)
         return
-    for problem in sbcast_cli.value_problems(args):
+    for problem in sbcast_cli.value_problems(args, release):
         ctx.add(line, "sbcast-option", f"sbcast {problem}")
     dest = args.files[1]
     if not dest.startswith(("/", "$")):

@@ -118,6 +118,9 @@ class JobScript:
     commands: list[Command] = field(default_factory=list)
     parse_error: str | None = None
     source: Source = field(default_factory=Source)  # the file's bytes (empty for page text)
+    # the parameter expansions bash would make, as bashlex reads them: (line, "name" or
+    # "name:-default", ...); empty when bashlex could not parse the body
+    parameters: list[tuple[int, str]] = field(default_factory=list)
 
     def parse_findings(self) -> list[Finding]:
         """A body bashlex could not parse is read line by line: say so."""
@@ -157,6 +160,26 @@ def text_lines(text: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][\w]*)\2")
+
+
+def heredoc_lines(text: str) -> set[int]:
+    """The line numbers of the bodies of here-documents (``cat <<EOF`` ... ``EOF``): text a
+    command reads, not lines of the script's own. A marker on a comment line starts none."""
+    out, until, tabs = set(), None, False
+    for n, line in enumerate(text_lines(text), start=1):
+        if until is not None:
+            if line.rstrip() == until or (tabs and line.lstrip("\t").rstrip() == until):
+                until = None
+            else:
+                out.add(n)
+            continue
+        m = _HEREDOC.search(line)
+        if m and not line.lstrip().startswith("#"):
+            tabs, until = m[1] == "-", m[3]
+    return out
+
+
 def _line_starts(text: str) -> list[int]:
     starts = [0]
     for m in re.finditer("\n", text):
@@ -180,6 +203,7 @@ class _Collector(bashlex.ast.nodevisitor):
         self.starts = starts
         self.masked = masked
         self.commands: list[Command] = []
+        self.parameters: list[tuple[int, str]] = []  # (line, what is inside ${...} or after $)
 
     def _unmask(self, word: str) -> str:
         for token, original in self.masked.items():
@@ -197,6 +221,9 @@ class _Collector(bashlex.ast.nodevisitor):
             line = _pos_to_line(self.starts, node.pos[0])
             self.commands.append(Command(line, tuple(words), tuple(assigns)))
         return True
+
+    def visitparameter(self, node, value):
+        self.parameters.append((_pos_to_line(self.starts, node.pos[0]), value))
 
 
 def _mask_arithmetic(text: str) -> tuple[str, dict[str, str]]:
@@ -218,13 +245,18 @@ def body_commands(text: str) -> list[Command]:
     """Every simple command in ``text`` in source order (raises bashlex errors). Arithmetic
     and ``<placeholder>`` words are read as plain words (bashlex would take ``<app>`` for a
     redirection) and given back as written."""
+    return _collect(text).commands
+
+
+def _collect(text: str) -> _Collector:
     text, masked = _mask_arithmetic(text)
     text, placeholders = mask(text)
     masked.update(placeholders)
     collector = _Collector(_line_starts(text), masked)
     for tree in bashlex.parse(text):
         collector.visit(tree)
-    return sorted(collector.commands, key=lambda c: c.line)
+    collector.commands.sort(key=lambda c: c.line)
+    return collector
 
 
 def _fallback_commands(text: str) -> list[Command]:
@@ -267,7 +299,8 @@ def read_script(path: Path | str, text: str | None = None) -> JobScript:
     if not any(ln.strip() and not ln.lstrip().startswith("#") for ln in text_lines(text)):
         return script  # no command at all (bashlex trips on text that is only comments)
     try:
-        script.commands = body_commands(text)
+        collected = _collect(text)
+        script.commands, script.parameters = collected.commands, collected.parameters
     except Exception as exc:  # bashlex trips on some inputs (e.g. only comments): read by lines
         script.parse_error = str(exc)
         script.commands = _fallback_commands(text)

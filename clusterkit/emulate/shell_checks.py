@@ -24,7 +24,8 @@ import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from clusterkit.emulate.script import JobScript, text_lines
+from clusterkit.emulate import script_vars
+from clusterkit.emulate.script import JobScript, heredoc_lines, text_lines
 from clusterkit.grammars.placeholders import mask
 from clusterkit.sites.errors import Finding
 
@@ -72,6 +73,7 @@ def checks(script: JobScript, placeholders: tuple[str, ...] = ()) -> tuple[list[
     out += continuation_findings(script)
     out += assignment_findings(script)
     out += launch_findings(script)
+    out += script_vars.findings(script)
     return out, asked
 
 
@@ -196,18 +198,12 @@ def shebang_findings(script: JobScript) -> list[Finding]:
 def _code_lines(script: JobScript) -> list[tuple[int, str]]:
     """(line number, text) of the lines the shell reads as code: not comments, not the
     bodies of here-documents."""
-    out, until = [], None
-    for n, line in enumerate(text_lines(script.text), start=1):
-        if until is not None:
-            if line.strip() == until or (until.startswith("\t") and line.lstrip("\t") == until):
-                until = None
-            continue
-        m = re.search(r"<<-?\s*(['\"]?)([A-Za-z_][\w]*)\1", line)
-        if m and not line.lstrip().startswith("#"):
-            until = m[2]
-        if not line.lstrip().startswith("#"):
-            out.append((n, line))
-    return out
+    bodies = heredoc_lines(script.text)
+    return [
+        (n, line)
+        for n, line in enumerate(text_lines(script.text), start=1)
+        if n not in bodies and not line.lstrip().startswith("#")
+    ]
 
 
 def continuation_findings(script: JobScript) -> list[Finding]:

@@ -10,7 +10,7 @@ for the same refusal (slurm_strerror), then name the rule and the limit from the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clusterkit.emulate.slurm_options import (
     SlurmValueError,
@@ -25,6 +25,8 @@ from clusterkit.emulate.slurm_options import (
     slurm_time,
 )
 from clusterkit.emulate.slurm_request import JobRequest, Value
+from clusterkit.grammars.slurm_constraint import Constraint, ConstraintError
+from clusterkit.grammars.slurm_constraint import parse as parse_constraint
 from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
 
@@ -42,6 +44,7 @@ E_QOS_LIMIT = (
     "Batch job submission failed: Job violates accounting/QOS policy "
     "(job submit limit, user's size and/or time limits)"
 )
+E_FEATURE = "Batch job submission failed: Invalid feature specification"
 
 
 @dataclass
@@ -66,10 +69,13 @@ class Shape:
     # False on such a site when the job names no tasks or CPUs (only --nodes): many sites then
     # give whole nodes of a size not known here, so a step's CPUs are not judged against it
     cpus_known: bool = True
+    # the node type the job lands on, where its partition pools several (else its only one)
+    node_type: NodeType | None = None
+    qos: str | None = None  # the job's QoS: named, or the site's default
 
     @property
     def node(self) -> NodeType:
-        return self.partition.node_type
+        return self.node_type or self.partition.node_type
 
     @property
     def cpus_per_node(self) -> int:
@@ -78,7 +84,7 @@ class Shape:
         node = self.node
         if self.exclusive:
             return node.cpus
-        tpc = node.threads_per_core
+        tpc = node.slurm_threads_per_core
         cores = -(-self.tasks_per_node * self.cpus_per_task // tpc)
         # a partition that hands out cores per GPU (DefCpuPerGPU) gives at least those
         cores = max(cores, self.gpus_per_node * self.partition.raw.get("cores_per_gpu", 0))
@@ -90,6 +96,9 @@ class _Asked:
     """What the request amounts to, as far as the rules have read it."""
 
     part: Partition
+    node_type: NodeType | None = None
+    candidates: list[NodeType] = field(default_factory=list)  # the types -C selects
+    qos: str | None = None  # named with --qos, else the site's default QoS
     time_s: int | None = None
     gpu_dest: str | None = None  # the option the GPUs were asked with
     gpus_asked: int | None = None  # per node, by --gres or --gpus-per-node
@@ -106,22 +115,56 @@ class _Asked:
 
     @property
     def node(self) -> NodeType:
-        return self.part.node_type
+        return self.node_type or self.part.node_type
 
 
 def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]:
-    """Every rule a site's Slurm applies at submission; returns (findings, resolved shape)."""
+    """Every rule a site's Slurm applies at submission; returns (findings, resolved shape).
+
+    A partition list (``-p a,b``, or the partitions a site routes a job that names none to)
+    is tried in turn; within a partition that pools several node types, the job is judged on
+    each its constraint selects, in the profile's order, and lands on the first that can take
+    it."""
     names = (req.get("partition") or "").split(",")
-    if len(names) > 1:
+    if len(names) > 1 and not site.generic:  # a generic site takes any partition name
         return _first_partition_that_fits(req, site, names)
-    rules = _Rules(req, site)
-    part = rules.partition()
+    routed = [] if site.generic or req.get("partition") else site.default_partitions
+    if len(routed) > 1:
+        return _first_partition_that_fits(req, site, routed, routed=True)
+    probe = _Rules(req, site)
+    part = probe.partition()
     if part is None:
-        return rules.findings, None
-    asked = _Asked(part)
+        return probe.findings, None
+    candidates = probe.node_types(part)
+    if not candidates:
+        return probe.findings, None
+    first: tuple[list[Finding], Shape | None] | None = None
+    for node_type in candidates:
+        findings, shape = _judge(req, site, part, node_type, probe.findings, candidates)
+        if not any(f.level == "error" for f in findings):
+            return findings, shape
+        first = first or (findings, shape)
+    assert first is not None
+    return first
+
+
+def _judge(
+    req: JobRequest,
+    site: Site,
+    part: Partition,
+    node_type: NodeType,
+    start: list[Finding],
+    candidates: list[NodeType],
+) -> tuple[list[Finding], Shape | None]:
+    """The rules on one partition and node type, after what choosing them found (``start``);
+    ``candidates``: every node type of the partition the job's constraint selects."""
+    rules = _Rules(req, site)
+    rules.findings = list(start)
+    asked = _Asked(part, node_type, candidates)
     for rule in (
         rules.hint,
         rules.account,
+        rules.qos_name,
         rules.time,
         rules.gpus,
         rules.nodes_and_tasks,
@@ -130,6 +173,7 @@ def check_job(req: JobRequest, site: Site) -> tuple[list[Finding], Shape | None]
         rules.cpus,
         rules.gpus_per_node,
         rules.memory,
+        rules.constraint_counts,
         rules.qos,
         rules.reservation,
     ):
@@ -151,14 +195,18 @@ def _shape(req: JobRequest, a: _Asked) -> Shape:
         tasks_per_node_given=req.has("ntasks_per_node"),
         nodes_known=a.nodes_known,
         cpus_known=a.cpus_known,
+        node_type=a.node,
+        qos=a.qos,
     )
 
 
 def _first_partition_that_fits(
-    req: JobRequest, site: Site, names: list[str]
+    req: JobRequest, site: Site, names: list[str], routed: bool = False
 ) -> tuple[list[Finding], Shape | None]:
     """``--partition=a,b``: Slurm runs the job in the first listed partition that can take it,
-    and refuses it only when none can (or when a name is unknown)."""
+    and refuses it only when none can (or when a name is unknown). ``routed``: the site's own
+    list for a job that names no partition; a refusal then comes from the first partition
+    whose nodes the job's constraint selects."""
     unknown = [n for n in names if n not in site.partitions]
     if unknown:
         msg = (
@@ -167,15 +215,19 @@ def _first_partition_that_fits(
         )
         finding = Finding(req.path, req.line("partition"), "partition-exists", msg)
         return [*req.findings, finding], None
-    first: tuple[list[Finding], Shape | None] | None = None
+    tried: list[tuple[list[Finding], Shape | None]] = []
     for name in names:
         options = {**req.options, "partition": Value(name, req.line("partition"))}
         findings, shape = check_job(JobRequest(req.path, options, list(req.findings)), site)
         if not any(f.level == "error" for f in findings):
             return findings, shape
-        first = first or (findings, shape)
-    assert first is not None
-    return first
+        tried.append((findings, shape))
+    if routed:  # the first partition that takes the job's QoS and whose nodes it reaches
+        for skip in ({"constraint-nodes", "qos-partition"}, {"constraint-nodes"}):
+            for findings, shape in tried:
+                if not any(f.rule in skip for f in findings):
+                    return findings, shape
+    return tried[0]
 
 
 class _Rules:
@@ -246,6 +298,77 @@ class _Rules:
         )
         return None
 
+    # -- node features: which of the partition's node types the job's constraint selects
+    def node_types(self, part: Partition) -> list[NodeType]:
+        pool = list(part.node_types or (part.node_type,))
+        text = self.req.get("constraint")
+        if text is None:
+            return pool
+        try:
+            constraint = parse_constraint(text)
+        except ConstraintError as exc:
+            self.bad("constraint", "constraint-syntax", f"sbatch: error: {E_FEATURE} ({exc})")
+            return []
+        if self.site.generic:
+            return pool
+        return self._selected(part, pool, constraint)
+
+    def _selected(
+        self, part: Partition, pool: list[NodeType], constraint: Constraint
+    ) -> list[NodeType]:
+        site, text = self.site, constraint.text
+        unknown = sorted(constraint.names - site.features)
+        declared = any(nt.features for nt in site.node_types.values())
+        if not declared:  # the profile lists no node features: -C is not judged there
+            return pool
+        if unknown:
+            self.bad(
+                "constraint",
+                "constraint-feature",
+                f"sbatch: error: {E_FEATURE}: no {site.title} node has the feature(s) "
+                f"{', '.join(unknown)} (features: {', '.join(sorted(site.features))})",
+            )
+            return []
+        fits = [nt for nt in pool if constraint.matches(site.node_features(nt))]
+        if not fits:
+            have = "; ".join(
+                f"{nt.name}: {','.join(sorted(site.node_features(nt))) or 'none'}" for nt in pool
+            )
+            self.bad(
+                "constraint",
+                "constraint-nodes",
+                f"sbatch: error: {E_CONFIG}: no node of partition {part.name} matches -C {text} "
+                f"({have})",
+            )
+            return []
+        for term, count in constraint.counts:
+            if not any(constraint.term_matches(term, site.node_features(nt)) for nt in pool):
+                self.bad(
+                    "constraint",
+                    "constraint-nodes",
+                    f"sbatch: error: {E_CONFIG}: -C {text} asks for {count} node(s) that no "
+                    f"node of partition {part.name} can be",
+                )
+                return []
+        return fits
+
+    def constraint_counts(self, a: _Asked) -> None:
+        """Node counts in a constraint (``gpu*2``, ``[a*2&b*4]``) need that many nodes."""
+        text = self.req.get("constraint")
+        if text is None:
+            return
+        try:
+            wanted = sum(n for _t, n in parse_constraint(text).counts)
+        except ConstraintError:
+            return
+        if wanted > max(a.nodes, a.nodes_max or 0):
+            self.bad(
+                "constraint",
+                "constraint-count",
+                f"sbatch: error: {E_NODES}: -C {text} asks for {wanted} node(s) by feature, "
+                f"the job for {a.nodes}",
+            )
+
     def hint(self, a: _Asked) -> None:
         text = self.req.get("hint")
         if text is None:
@@ -284,9 +407,10 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad("time", "time-format", f"sbatch: error: {exc}{literal_hint(text)}")
             return
-        if self.site.generic:
+        if self.site.generic or self._overrides_partition(a, "PartitionTimeLimit"):
             return
-        if a.time_s is None or a.time_s > a.part.max_walltime_s:
+        limit = a.part.max_walltime_s
+        if limit is not None and (a.time_s is None or a.time_s > limit):
             shown = "UNLIMITED" if a.time_s is None else format_seconds(a.time_s)
             self.bad(
                 "time",
@@ -295,12 +419,21 @@ class _Rules:
                 f"partition's limit of {a.part.max_walltime}",
             )
 
+    def _overrides_partition(self, a: _Asked, flag: str) -> bool:
+        """Whether the job's QoS has ``flag``, which lets its limit replace the partition's
+        (Slurm, "Resource Limits": MaxWall and Min/MaxNodes are bounded by the partition's
+        unless the QoS has PartitionTimeLimit / PartitionMaxNodes / PartitionMinNodes)."""
+        return bool(a.qos) and flag in self.site.qos.get(a.qos or "", {}).get("flags", ())
+
     def time_for_nodes(self, a: _Asked) -> None:
         """A limit that depends on the node count (a profile's walltime_by_nodes)."""
-        if self.site.generic or a.time_s is None or a.time_s > a.part.max_walltime_s:
+        limit = a.part.max_walltime_s
+        if self.site.generic or a.time_s is None or (limit is not None and a.time_s > limit):
+            return
+        if self._overrides_partition(a, "PartitionTimeLimit"):
             return
         limit, shown, why = a.part.walltime_limit(a.nodes)
-        if a.time_s > limit:
+        if limit is not None and a.time_s > limit:
             self.bad(
                 "time",
                 "time-limit",
@@ -336,6 +469,7 @@ class _Rules:
         except SlurmValueError as exc:
             self.bad(a.gpu_dest or "gres", "option-value", f"sbatch: error: {exc}")
         a.gpus_asked = per_node
+        self._gpus_per_task_needs_tasks(a)
         if gpu_type is not None and not self.site.generic:
             node = a.node
             self.bad(
@@ -345,6 +479,23 @@ class _Rules:
                 f"specification: no {a.part.name} node has GPUs of type {gpu_type!r}; ask for a "
                 f"number only (the node's GPUs are {node.gpus} x {node.gpu_model or 'none'})",
             )
+
+    def _gpus_per_task_needs_tasks(self, a: _Asked) -> None:
+        """Slurm's GRES validation (gres.c, every release from 22.05 on) refuses
+        --gpus-per-task unless the job gives its task count (--ntasks, or --ntasks-per-node,
+        from which sbatch counts them) or --gpus."""
+        req = self.req
+        if a.gpus_per_task is None or a.gpus_total is not None:
+            return
+        if req.has("ntasks") or req.has("ntasks_per_node"):
+            return
+        self.bad(
+            "gpus_per_task",
+            "gpus-per-task",
+            "sbatch: error: Failed to validate job spec. --gpus-per-task used without either "
+            "--gpus or -n/--ntasks is not allowed. (Invalid generic resource (gres) "
+            "specification)",
+        )
 
     # -- nodes and tasks
     def nodes_and_tasks(self, a: _Asked) -> None:
@@ -410,7 +561,7 @@ class _Rules:
                 self.bad(
                     "core_spec", "option-value", f"sbatch: error: Invalid --core-spec {spec!r}"
                 )
-        return usable if "nomultithread" in hint else usable * a.node.threads_per_core
+        return usable if "nomultithread" in hint else usable * a.node.slurm_threads_per_core
 
     def _nodes_needed(self, a: _Asked, ntasks: int | None) -> int:
         """Without --nodes Slurm takes as many nodes as the tasks and GPUs need."""
@@ -426,7 +577,8 @@ class _Rules:
 
     def node_count(self, a: _Asked) -> None:
         part, req = a.part, self.req
-        if part.max_nodes and max(a.nodes, a.nodes_max or 0) > part.max_nodes:
+        over = self._overrides_partition(a, "PartitionMaxNodes")
+        if part.max_nodes and not over and max(a.nodes, a.nodes_max or 0) > part.max_nodes:
             self.bad(
                 "nodes" if req.has("nodes") else "ntasks",
                 "node-count",
@@ -440,6 +592,22 @@ class _Rules:
                 f"sbatch: error: {E_NODES}: {a.nodes} nodes requested, partition {part.name} "
                 f"has {part.size}",
             )
+        elif part.pools and not part.raw.get("nodes"):
+            self._pool_count(a)
+
+    def _pool_count(self, a: _Asked) -> None:
+        """In a partition of several node types, a job's nodes come from the types its
+        constraint selects (several at once, unless it asks for one of them by name)."""
+        counts = [nt.raw.get("count") for nt in a.candidates]
+        if not a.candidates or not all(counts) or a.nodes <= sum(counts):
+            return
+        kinds = ", ".join(f"{nt.raw['count']} {nt.name}" for nt in a.candidates)
+        self.bad(
+            "constraint" if self.req.has("constraint") else "nodes",
+            "node-count",
+            f"sbatch: error: {E_NODES}: {a.nodes} nodes requested, partition {a.part.name} "
+            f"has {kinds} node(s) the job's constraint allows",
+        )
 
     # -- CPUs and GPUs per node
     def cpus(self, a: _Asked) -> None:
@@ -531,9 +699,20 @@ class _Rules:
                 level="warning",
             )
 
+    def qos_name(self, a: _Asked) -> None:
+        """The job's QoS: the one it names, else the site's default (read before the time,
+        whose partition limit a QoS flag may lift)."""
+        if not self.site.generic:
+            a.qos = self.req.get("qos") or (
+                None if "qos" in self.req.placeholders else self.site.default_qos
+            )
+
     def qos(self, a: _Asked) -> None:
         name, part, site = self.req.get("qos"), a.part, self.site
         if site.generic:
+            return
+        if name is None and a.qos:  # the site's default QoS: held to its limits as if named
+            self._default_qos(a, a.qos)
             return
         if name is None:
             if part.qos_required and "qos" not in self.req.placeholders:
@@ -559,9 +738,22 @@ class _Rules:
                 f"sbatch: error: {E_QOS}: QoS {name} cannot be used in partition {part.name} "
                 f"(allowed: {', '.join(part.qos)})",
             )
-        self._qos_limits(a, name, site.qos[name])
+        self._qos_limits(a, name, site.qos_limits(name, a.node.name))
 
-    def _qos_limits(self, a: _Asked, name: str, q: dict) -> None:
+    def _default_qos(self, a: _Asked, name: str) -> None:
+        part = a.part
+        if part.qos and name not in part.qos:
+            self.bad(
+                None,
+                "qos-partition",
+                f"sbatch: error: {E_QOS}: the job names no QoS, so it gets {self.site.title}'s "
+                f"default {name}, which partition {part.name} does not take (allowed: "
+                f"{', '.join(part.qos)}); give --qos",
+            )
+            return
+        self._qos_limits(a, name, self.site.qos_limits(name, a.node.name), default=True)
+
+    def _qos_limits(self, a: _Asked, name: str, q: dict, default: bool = False) -> None:
         nodes_dest = "nodes" if self.req.has("nodes") else "qos"
         limits = [
             (
@@ -590,6 +782,7 @@ class _Rules:
                 f"{a.gpus_per_node * a.nodes} GPUs exceed QoS {name}'s {q.get('max_gpus')}",
             ),
         ]  # fmt: skip
+        why = f" (the job names no QoS: {name} is the site's default)" if default else ""
         for dest, rule, broken, msg in limits:
             if broken:
-                self.bad(dest, rule, f"sbatch: error: {E_QOS_LIMIT}: {msg}")
+                self.bad(dest, rule, f"sbatch: error: {E_QOS_LIMIT}: {msg}{why}")

@@ -18,8 +18,11 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from clusterkit.emulate.script import heredoc_lines
 from clusterkit.emulate.slurm_option_table import OPTIONS as SLURM_OPTIONS
-from clusterkit.grammars.placeholders import ANGLE
+from clusterkit.grammars.placeholders import ANGLE, SQUARE
+from clusterkit.sites import spank
+from clusterkit.sites.spank import PluginOption
 
 TOOLS = ("sbatch", "srun", "salloc")
 TOOL_LETTER = {"sbatch": "b", "srun": "r", "salloc": "a"}
@@ -89,17 +92,19 @@ def specs(tool: str, release: str | None = None) -> tuple[OptionSpec, ...]:
 
 
 @cache
-def _tables(tool: str) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
-    longs = {spec.long[2:]: spec for spec in specs(tool)}
-    shorts = {spec.short[1:]: spec for spec in specs(tool) if spec.short}
+def _tables(
+    tool: str, release: str | None = None
+) -> tuple[dict[str, OptionSpec], dict[str, OptionSpec]]:
+    longs = {spec.long[2:]: spec for spec in specs(tool, release)}
+    shorts = {spec.short[1:]: spec for spec in specs(tool, release) if spec.short}
     return longs, shorts
 
 
-def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
+def _long(tool: str, word: str, release: str | None = None) -> tuple[OptionSpec, str | None]:
     """The option a ``--name[=value]`` word names (exact, else a unique prefix), and its
     attached value."""
     name, eq, value = word[2:].partition("=")
-    longs, _ = _tables(tool)
+    longs, _ = _tables(tool, release)
     if name in longs:
         return longs[name], value if eq else None
     hits = [spec for n, spec in longs.items() if n.startswith(name)] if name else []
@@ -108,22 +113,85 @@ def _long(tool: str, word: str) -> tuple[OptionSpec, str | None]:
         names = " ".join(f"'{h.long}'" for h in hits)
         raise OptionError(f"option '--{name}' is ambiguous; possibilities: {names}")
     if not hits:
-        raise OptionError(f"unrecognized option '{word}'")
+        raise OptionError(f"unrecognized option '{word}'{_other_releases(tool, name, release)}")
     return hits[0], value if eq else None
 
 
+def _other_releases(tool: str, name: str, release: str | None) -> str:
+    """For an option ``tool`` of Slurm ``release`` lacks: the releases that have it."""
+    if release is None:
+        return ""
+    spec = next((s for s in specs(tool) if s.long == f"--{name}"), None)
+    if spec is None or not spec.releases:
+        return ""
+    spans = []
+    for span in spec.releases.split(","):
+        since, _, until = span.partition(":")
+        spans.append(f"{since} up to {until} (not {until})" if until else f"{since} and later")
+    return f" (Slurm {release}'s {tool} has no --{name}; Slurm {', '.join(spans)} has it)"
+
+
 PLUGIN = "plugin_options"  # where parse(..., plugins=True) puts options Slurm does not have
+# where parse puts the options of known SPANK plugins: (option, value, declared by the site)
+PLUGIN_KNOWN = "plugin_known"
 
 
-def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
+@dataclass(frozen=True)
+class Plugins:
+    """The SPANK plugins a site's clients take the options of.
+
+    ``declared``: those the site runs (its profile's ``plugins:``); their options are parsed
+    like Slurm's own. ``generic``: a site whose plugins are not known (``--site generic``):
+    the options of the plugins the registry knows (:mod:`clusterkit.sites.spank`) are taken
+    with a warning, and any other long option that is not a misspelling of one of Slurm's is
+    set aside unjudged. On a site with a profile, a known plugin's option that the profile does
+    not declare is refused, as the site's Slurm would refuse it."""
+
+    declared: tuple[spank.Plugin, ...] = ()
+    generic: bool = False
+
+    def table(self, tool: str) -> dict[str, tuple[PluginOption, bool]]:
+        """name -> (option, declared) for ``tool``: the site's plugins, and the registry's
+        (not declared) where the site's are not known."""
+        known = spank.option_table(list(spank.REGISTRY.values()), tool)
+        out = {n: (o, False) for n, o in known.items()}
+        out.update((n, (o, True)) for n, o in spank.option_table(list(self.declared), tool).items())
+        return out
+
+
+def _plugin_long(
+    tool: str, word: str, plugins: Plugins
+) -> tuple[PluginOption, bool, str | None] | None:
+    """The plugin option a ``--name[=value]`` word names (exact, else a unique prefix), with
+    whether the site declares it; None if it names none."""
+    name, eq, value = word[2:].partition("=")
+    table = plugins.table(tool)
+    if name not in table:
+        hits = [n for n in table if n.startswith(name)] if name else []
+        if len(hits) != 1:
+            return None
+        name = hits[0]
+    option, declared = table[name]
+    return option, declared, value if eq else None
+
+
+def parse(
+    tool: str, argv: list[str], plugins: bool | Plugins = False, release: str | None = None
+) -> dict[str, list]:
     """Parse ``argv`` as ``tool``'s getopt_long does; return {dest: [values in order]} for the
     options given (a flag's value is True). What follows the options is returned as
     ``command`` (srun, salloc: a list) or ``script`` and ``script_args`` (sbatch).
 
-    ``plugins``: the site may add options of its own (SPANK plugins, such as CSCS's
-    ``--uenv``), unknown here: a long option Slurm does not have and that is not a misspelling
-    of one (:func:`close_options`) is collected under ``PLUGIN`` as written, its value taken
-    only when attached (``--uenv=name``), instead of refused."""
+    ``release``: the options of that Slurm release only (a site that records the release it
+    runs); None: those of any release of the table.
+
+    ``plugins``: the SPANK plugins whose options the site's clients take (:class:`Plugins`;
+    ``True`` is a site whose plugins are not known, such as the generic one). Options of known
+    plugins are collected under ``PLUGIN_KNOWN`` as (option, value, declared); on a site whose
+    plugins are not known, a long option Slurm does not have and that is not a misspelling of
+    one (:func:`close_options`) is collected under ``PLUGIN`` as written, its value taken only
+    when attached (``--uenv=name``), instead of refused."""
+    plugins = Plugins(generic=True) if plugins is True else plugins or Plugins()
     out: dict[str, list] = {}
     words = list(argv)
     i = 0
@@ -137,14 +205,11 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
         i += 1
         if word.startswith("--"):
             try:
-                spec, value = _long(tool, word)
+                spec, value = _long(tool, word, release)
             except OptionError as exc:
-                if not (plugins and str(exc).startswith("unrecognized")):
-                    raise
-                near = close_options(tool, word)
-                if near:
-                    raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
-                out.setdefault(PLUGIN, []).append(word)
+                if not str(exc).startswith("unrecognized") or "; Slurm " in str(exc):
+                    raise  # ambiguous, or an option of another release
+                i = _plugin_word(tool, word, words, i, plugins, out, exc, release)
                 continue
             if not spec.takes_value and value is not None:
                 raise OptionError(f"option '{spec.long}' doesn't allow an argument")
@@ -154,7 +219,7 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
                 value, i = words[i], i + 1
             _add(out, spec, value)
             continue
-        _, shorts = _tables(tool)
+        _, shorts = _tables(tool, release)
         k = 1
         while k < len(word):
             spec = shorts.get(word[k])
@@ -183,6 +248,44 @@ def parse(tool: str, argv: list[str], plugins: bool = False) -> dict[str, list]:
     return out
 
 
+def _plugin_word(
+    tool: str,
+    word: str,
+    words: list[str],
+    i: int,
+    plugins: Plugins,
+    out: dict[str, list],
+    exc: OptionError,
+    release: str | None = None,
+) -> int:
+    """An option Slurm's ``tool`` does not have: a known plugin's (its value read by the
+    plugin's arity), one set aside on a site whose plugins are not known, or refused (with the
+    option it is a misspelling of, on any site)."""
+    found = _plugin_long(tool, word, plugins)
+    if found and (found[1] or plugins.generic):
+        option, declared, value = found
+        if not option.takes_value and value is not None:
+            raise OptionError(f"option '{option.name}' doesn't allow an argument")
+        if option.value == "required" and value is None:
+            if i >= len(words):
+                raise OptionError(f"option '{option.name}' requires an argument")
+            value, i = words[i], i + 1
+        out.setdefault(PLUGIN_KNOWN, []).append((option, value, declared))
+        return i
+    if found:  # a plugin this site's profile does not say it runs
+        raise OptionError(
+            f"{exc} ({found[0].name} is an option of the {found[0].plugin} SPANK plugin, which "
+            "the site's profile does not list under plugins:)"
+        )
+    near = close_options(tool, word, release)
+    if near:  # a misspelling, with a profile or without
+        raise OptionError(f"{exc} (did you mean {near[0]}?)") from None
+    if not plugins.generic:
+        raise exc
+    out.setdefault(PLUGIN, []).append(word)
+    return i
+
+
 def _add(out: dict[str, list], spec: OptionSpec, value: str | None) -> None:
     if value is None:
         value = OPTIONAL_DEFAULT.get(spec.dest, True) if spec.takes_value else True
@@ -194,9 +297,10 @@ def option_message(exc: Exception) -> str:
     return str(exc)
 
 
-def close_options(tool: str, word: str) -> list[str]:
-    """Options of ``tool`` a misspelt ``word`` (``--partion=gpu``) is near, for a hint."""
-    longs, _ = _tables(tool)
+def close_options(tool: str, word: str, release: str | None = None) -> list[str]:
+    """Options of ``tool`` (in Slurm ``release``) a misspelt ``word`` (``--partion=gpu``) is
+    near, for a hint."""
+    longs, _ = _tables(tool, release)
     return close_words(word, [f"--{n}" for n in longs])
 
 
@@ -362,8 +466,8 @@ class Directives:
 def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The words of a directive after its prefix, as sbatch's get_argument() splits them:
     whitespace separates, quotes group, a backslash keeps the next character, an unquoted
-    ``#`` ends the line. A placeholder of the site's docs (``[budget code]``), or one in angle
-    brackets (``<#sockets * s>``), is one word.
+    ``#`` ends the line. A placeholder of the site's docs, one in angle brackets
+    (``<#sockets * s>``) or a phrase in square brackets (``[budget code]``) is one word.
     Returns (words, problem); the problem is sbatch's message for a line it cannot split."""
     words: list[str] = []
     i, n = 0, len(rest)
@@ -378,7 +482,7 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
         while i < n and (quote or not rest[i].isspace()):
             ch = rest[i]
             hit = "" if quote else next((p for p in placeholders if rest.startswith(p, i)), "")
-            angle = None if quote or hit else ANGLE.match(rest, i)
+            angle = None if quote or hit else ANGLE.match(rest, i) or SQUARE.match(rest, i)
             hit = angle[0] if angle else hit
             if hit:
                 word += hit
@@ -409,17 +513,23 @@ def split_directive(rest: str, placeholders: tuple[str, ...] = ()) -> tuple[list
 
 def _looks_like_directive(raw: str) -> bool:
     """A comment sbatch skips that a reader may take for a directive: ``# SBATCH``,
-    ``  #SBATCH`` (indented), ``#sbatch``."""
-    return re.match(r"\s*#\s*sbatch(\s+-|\s*$)", raw, re.IGNORECASE) is not None
+    ``  #SBATCH`` (indented), ``#sbatch``. A comment that shows the command
+    (``#   sbatch --nodes=N job.sh``, a usage note) is none."""
+    m = re.match(r"\s*#(\s*)(sbatch)(\s+-|\s*$)", raw, re.IGNORECASE)
+    return m is not None and (not m[1] or m[2] == "SBATCH")
 
 
 def read_directives(text: str, placeholders: tuple[str, ...] = ()) -> Directives:
     """The directives sbatch reads (``_opt_batch_script``): lines that start with ``#SBATCH``
     (or the old ``#SLURM``) in the first column, up to the first line that is neither blank nor
-    a comment; ``hetjob`` starts the next component of a heterogeneous job."""
+    a comment; ``hetjob`` starts the next component of a heterogeneous job. Lines of a
+    here-document after that (the script of a job the body submits) are not looked at."""
     out = Directives([], [])
     component, body = 0, 0
+    heredocs = heredoc_lines(text)  # text a command reads (a nested job's script), not ours
     for n, raw in enumerate(text.split("\n"), start=1):
+        if n in heredocs:
+            continue
         prefix = next((p for p in (DIRECTIVE, "#SLURM") if raw.startswith(p)), "")
         if prefix and not body:
             if prefix == "#SLURM":

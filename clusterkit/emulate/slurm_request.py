@@ -18,6 +18,7 @@ from clusterkit.emulate.script import JobScript
 from clusterkit.emulate.slurm_option_table import RELEASES
 from clusterkit.grammars.placeholders import is_ellipsis, placeholder_in
 from clusterkit.sites.errors import Finding
+from clusterkit.sites.profiles import Site
 
 # options whose value names what the reader owns: there the docs' "your_project"/"myproject"
 # words are placeholders too (elsewhere, a job called my_job is a name the reader may keep)
@@ -77,6 +78,8 @@ class JobRequest:
     findings: list[Finding] = field(default_factory=list)
     # options given as one of the site docs' placeholders (--time=<upper_bound>): not judged
     placeholders: dict[str, Value] = field(default_factory=dict)
+    # options of the site's SPANK plugins (--image=...): name -> value (True for a flag)
+    plugin_values: dict[str, Value] = field(default_factory=dict)
 
     def get(self, dest: str) -> str | None:
         v = self.options.get(dest)
@@ -94,7 +97,13 @@ def _merge(
     req: JobRequest, parsed: dict[str, list], line: int, placeholders: tuple[str, ...] = ()
 ) -> None:
     for dest, values in parsed.items():
-        if dest in {"script", "script_args", "command", slurm_options.PLUGIN}:
+        if dest in {
+            "script",
+            "script_args",
+            "command",
+            slurm_options.PLUGIN,
+            slurm_options.PLUGIN_KNOWN,
+        }:
             continue
         value = Value("" if values[-1] is True else str(values[-1]), line)
         # a placeholder stands for a value the reader fills in, and is not judged; an account
@@ -121,16 +130,25 @@ HET_PROPAGATED = frozenset(
 )
 
 
+def site_plugins(site: Site) -> slurm_options.Plugins:
+    """The SPANK plugins whose options ``site``'s Slurm clients take."""
+    return slurm_options.Plugins(tuple(site.plugins), generic=site.generic)
+
+
 def job_requests(
     script: JobScript,
     argv: list[str] | None = None,
     tool: str = "sbatch",
     placeholders: tuple[str, ...] = (),
-    plugins: bool = False,
+    plugins: bool | slurm_options.Plugins = False,
+    release: str = RELEASES[0],
+    options_release: str | None = None,
 ) -> list[JobRequest]:
     """One request per component (one, unless ``#SBATCH hetjob`` splits the script): its
     directives, then the command line, which wins. Findings about the script's directives as a
-    whole (lines sbatch skips, the old #SLURM prefix) go with the first."""
+    whole (lines sbatch skips, the old #SLURM prefix, a --mail-type that replaces another in
+    Slurm ``release``) go with the first. ``options_release``: hold the options to that
+    release's (a site that records the Slurm it runs); None: any release's."""
     found = slurm_options.read_directives(script.text, placeholders)
     reqs: list[JobRequest] = []
     for k in range(found.components):
@@ -139,11 +157,13 @@ def job_requests(
             before = reqs[-1].options
             req.options = {d: v for d, v in before.items() if d in HET_PROPAGATED}
         for d in (d for d in found.read if d.component == k):
-            _merge_directive(req, d, tool, placeholders, plugins)
+            _merge_directive(req, d, tool, placeholders, plugins, options_release)
         reqs.append(req)
     if argv:
         try:
-            _merge(reqs[0], slurm_options.parse(tool, list(argv)), 0, placeholders)
+            parsed = slurm_options.parse(tool, list(argv), plugins, options_release)
+            reqs[0].findings += plugin_findings(reqs[0], "<command line>", 0, tool, parsed)
+            _merge(reqs[0], parsed, 0, placeholders)
         except slurm_options.OptionError as exc:
             reqs[0].findings.append(
                 Finding(
@@ -154,12 +174,54 @@ def job_requests(
                 )
             )
     reqs[0].findings[:0] = _directive_notes(script.path, found, tool)
+    reqs[0].findings += mail_type_notes(script.path, found, tool, release)
     reqs[0].findings += fill_in_notes(script.path, reqs, tool)
     return reqs
 
 
+# Slurm 25.05 changed --mail-type from "add to the types given before" (opt->mail_type |= ...)
+# to "replace them" (opt->mail_type = ...), like every other option: SchedMD/slurm commit
+# fac544cef5, CHANGELOG/slurm-25.05.md ("multiple --mail-type arguments will not be merged").
+MAIL_TYPE_REPLACES = "25.05:"
+
+
+def mail_type_notes(
+    path: Path, found: slurm_options.Directives, tool: str, release: str
+) -> list[Finding]:
+    """A warning where a later ``--mail-type`` directive drops the types of an earlier one:
+    Slurm before 25.05 merged them, 25.05 and later keep the last."""
+    given: list[tuple[int, str]] = []
+    for d in found.read:
+        try:
+            parsed = slurm_options.parse(tool, list(d.words), plugins=True)
+        except slurm_options.OptionError:
+            continue  # reported where the directive is judged
+        given += [(d.line, str(v)) for v in parsed.get("mail_type", [])]
+    if len(given) < 2 or not slurm_options.in_spans(MAIL_TYPE_REPLACES, release):
+        return []
+    types = [{t.strip().upper() for t in v.split(",")} for _, v in given]
+    lost = sorted(set().union(*types[:-1]) - types[-1])
+    if not lost:
+        return []
+    line, last = given[-1]
+    earlier = ", ".join(f"line {n}" for n, _ in given[:-1])
+    merged = ",".join(sorted(set().union(*types)))
+    return [
+        Finding(
+            path,
+            line,
+            "mail-type-replaced",
+            f"{tool} of Slurm {release} keeps only the last --mail-type ({last}): the types "
+            f"asked for on {earlier} ({', '.join(lost)}) are dropped (Slurm 25.05 and later "
+            f"replace, earlier releases merged them); ask for all at once: --mail-type={merged}",
+            level="warning",
+        )
+    ]
+
+
 def fill_in_notes(path: Path, reqs: list[JobRequest], tool: str) -> list[Finding]:
-    """One "fill in" warning per option given as a placeholder (``-A <project>``)."""
+    """One "fill in" warning per option given as a placeholder (``-A <project>``), saying
+    what the tool makes of it as written."""
     out, seen = [], set()
     for req in reqs:
         for dest, value in req.placeholders.items():
@@ -173,11 +235,24 @@ def fill_in_notes(path: Path, reqs: list[JobRequest], tool: str) -> list[Finding
                     value.line,
                     "placeholder",
                     f"fill in {option}: {value.text!r} is a placeholder for your own value; "
-                    f"{tool} would refuse it as written",
+                    + AS_WRITTEN.get(dest, f"{tool} would refuse it as written").format(tool=tool),
                     level="warning",
                 )
             )
     return out
+
+
+# options whose value Slurm takes as any text: a placeholder there is not refused. slurmctld
+# checks a --mail-user only for its length (job_mgr.c: _test_strlen(job_desc->mail_user,
+# "mail_user", 1024)); sbatch opens no --output or --error file, the job's step does.
+AS_WRITTEN = {
+    "mail_user": "{tool} takes any text here (Slurm checks only that it is at most 1024 "
+    "characters), and the mail would go to it as written",
+    "job_name": "{tool} takes any text as a job name",
+    "comment": "{tool} takes any text as a comment",
+    "output": "{tool} takes any path here; the job's output goes there only if its folder exists",
+    "error": "{tool} takes any path here; the job's errors go there only if its folder exists",
+}
 
 
 def job_request(
@@ -192,7 +267,8 @@ def _merge_directive(
     d: slurm_options.SbatchDirective,
     tool: str,
     placeholders: tuple[str, ...],
-    plugins: bool = False,
+    plugins: bool | slurm_options.Plugins = False,
+    release: str | None = None,
 ) -> None:
     if d.words and all(is_ellipsis(w) for w in d.words):
         message = f"fill in this line: #SBATCH {' '.join(d.words)} stands for your own options"
@@ -203,7 +279,7 @@ def _merge_directive(
         req.findings.append(Finding(req.path, d.line, "directive-syntax", message))
         return
     try:
-        parsed = slurm_options.parse(tool, list(d.words), plugins)
+        parsed = slurm_options.parse(tool, list(d.words), plugins, release)
     except slurm_options.OptionError as exc:
         req.findings.append(
             Finding(
@@ -211,14 +287,48 @@ def _merge_directive(
             )
         )
         return
-    for word in parsed.get(slurm_options.PLUGIN, []):
-        req.findings.append(plugin_option(req.path, d.line, tool, word))
+    req.findings += plugin_findings(req, req.path, d.line, tool, parsed)
     stray = parsed.get("script") or parsed.get("command")  # a word that is not an option
     if stray:
         word = stray if isinstance(stray, str) else stray[0]
         message = f"{tool}: error: Invalid directive found in batch script: {word}"
         req.findings.append(Finding(req.path, d.line, "sbatch-option", message))
     _merge(req, parsed, d.line, placeholders)
+
+
+def plugin_findings(
+    req: JobRequest | None, path: Path | str, line: int, tool: str, parsed: dict[str, list]
+) -> list[Finding]:
+    """What the plugin options of one parsed line amount to: an option of a plugin the site
+    runs is judged against its value grammar (and kept in ``req.plugin_values``); one of a
+    plugin the registry knows, on a site whose plugins are not known, is a warning that names
+    the plugin; any other one there is set aside with :func:`plugin_option`'s warning."""
+    out = [plugin_option(path, line, tool, w) for w in parsed.get(slurm_options.PLUGIN, [])]
+    for option, value, declared in parsed.get(slurm_options.PLUGIN_KNOWN, []):
+        if not declared:
+            out.append(known_plugin_option(path, line, tool, option))
+            continue
+        problem = option.value_problem(value)
+        if problem:
+            out.append(
+                Finding(path, line, "plugin-option-value", f"{tool}: {option.plugin}: {problem}")
+            )
+        if req is not None:
+            req.plugin_values[option.name] = Value("" if value is None else value, line)
+    return out
+
+
+def known_plugin_option(path: Path | str, line: int, tool: str, option) -> Finding:
+    """A warning for the option of a plugin the registry knows, on a site whose plugins are
+    not known (``--site generic``): not a misspelling, and only such a site takes it."""
+    return Finding(
+        path,
+        line,
+        "plugin-option",
+        f"plugin option ({option.plugin}): {option.name} is not an option of Slurm's {tool}; "
+        f"accepted if the site runs {option.plugin}",
+        level="warning",
+    )
 
 
 def plugin_option(path: Path | str, line: int, tool: str, word: str) -> Finding:

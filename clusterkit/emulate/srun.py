@@ -33,7 +33,7 @@ from clusterkit.emulate.slurm_options import (
     option_message,
     positive_int,
 )
-from clusterkit.emulate.slurm_request import plugin_option
+from clusterkit.emulate.slurm_request import plugin_findings, site_plugins
 from clusterkit.sites.errors import Finding
 
 JOB_ID = 1000  # the job of a dry run
@@ -54,13 +54,18 @@ class Step:
 
 
 def step_request(
-    words: list[str], env: dict[str, str], expanded: bool = False, plugins: bool = False
+    words: list[str],
+    env: dict[str, str],
+    expanded: bool = False,
+    plugins: bool | slurm_options.Plugins = False,
+    release: str | None = None,
 ) -> tuple[dict[str, list], list[str]]:
     """srun's options and command, after the shell's expansion (what can be known of it in a
     dry run; ``expanded``: the shell has done it, as for the srun shim of a run; ``plugins``:
-    options of unknown site plugins are set aside, see :func:`slurm_options.parse`)."""
+    options of unknown site plugins are set aside, see :func:`slurm_options.parse`;
+    ``release``: only that Slurm release's options)."""
     words = words if expanded else expand_fields(words, env)
-    parsed = slurm_options.parse("srun", words, plugins)
+    parsed = slurm_options.parse("srun", words, plugins, release)
     return parsed, parsed.pop("command", [])
 
 
@@ -130,25 +135,32 @@ def check_steps(
     expanded: bool = False,
     generic: bool = False,
     release: str = "22.05",
+    plugins: slurm_options.Plugins | None = None,
+    options_release: str | None = None,
 ) -> tuple[list[Finding], list[Step]]:
     """Judge one ``srun`` line (the words after ``srun``) inside the allocation whose
     components are ``shapes``; the steps it starts (one per part and het group).
     ``expanded``: the words come from a shell that has expanded them already. ``generic``: a
     site of which only Slurm is known (``--site generic``): its plugins' options are set aside
     with a warning. ``release``: the site's Slurm; from 23.11 on srun takes --cpus-per-task
-    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK)."""
+    from the job's SLURM_CPUS_PER_TASK (22.05 and 23.02 read only SRUN_CPUS_PER_TASK).
+    ``plugins``: the site's SPANK plugins (:func:`slurm_request.site_plugins`), whose
+    options srun takes. ``options_release``: srun's options are those of that release (None:
+    of any release)."""
+    plugins = plugins or slurm_options.Plugins(generic=generic)
     shapes = shapes if isinstance(shapes, list) else [shapes]
     judge = _Judge(path, line)
     parts = split_parts(words)
     steps: list[Step] = []
     for index, part in enumerate(parts):
         try:
-            opts, command = step_request(part, env, expanded, plugins=generic)
+            opts, command = step_request(part, env, expanded, plugins, options_release)
         except slurm_options.OptionError as exc:
             judge.bad("srun-option", f"srun: {option_message(exc)}")
             return judge.findings, []
-        for word in opts.pop(slurm_options.PLUGIN, []):
-            judge.findings.append(plugin_option(path, line, "srun", word))
+        judge.findings += plugin_findings(None, path, line, "srun", opts)
+        opts.pop(slurm_options.PLUGIN, None)
+        opts.pop(slurm_options.PLUGIN_KNOWN, None)
         groups = _groups(judge, opts, index, len(parts), len(shapes))
         if groups is None:
             return judge.findings, []
@@ -295,7 +307,9 @@ def _check_fit(judge: _Judge, shape: Shape, nodes: int, tpn: int, cpt: int, hint
     if not shape.cpus_known:
         return  # the job's CPUs per node depend on a node size not known here
     node = shape.node
-    per_cpu = node.threads_per_core if "nomultithread" in hint else 1
+    # stepmgr.c (_pick_step_nodes): a step that asks for fewer threads per core than the
+    # node's schedulable ones (srun --hint=nomultithread: 1) needs that many more CPUs
+    per_cpu = node.slurm_threads_per_core if "nomultithread" in hint else 1
     need, have = tpn * cpt * per_cpu, shape.cpus_per_node
     if need > have:
         how = f" x {per_cpu} hardware threads (--hint=nomultithread)" if per_cpu > 1 else ""
@@ -346,6 +360,8 @@ def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement |
         ctx.env,
         generic=site.generic,
         release=site.slurm_release if site.scheduler == "slurm" else "22.05",
+        plugins=site_plugins(site),
+        options_release=site.slurm_options_release if site.scheduler == "slurm" else None,
     )
     ctx.extend(findings)
     for step in steps:

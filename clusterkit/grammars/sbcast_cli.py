@@ -9,6 +9,12 @@ option may be shortened to any prefix that names one option. Two options take an
 which must then be attached (``-Clz4``, ``--compress=lz4``, ``--send-libs=no``): a value in the
 next word is a file name. Options may also follow the file names (GNU getopt permutes). The
 messages are the real tool's, as 22.05.8 prints them.
+
+Later releases added options (``src/sbcast/opts.c`` of SchedMD/slurm at each release's last
+tag: ``--autocomplete`` in 23.02, ``--treewidth`` in 23.11, ``-Z``/``--no-allocation`` and
+``-w``/``--nodelist`` in 24.11) and raised the largest fanout from eight to 64, with ``off``
+(sbcast(1) of 23.11). :func:`parse` and :func:`value_problems` take the release of the site's
+Slurm; without one, 22.05's.
 """
 
 from __future__ import annotations
@@ -35,6 +41,16 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "usage": (None, "none"),
 }
 SHORT = {short: name for name, (short, _) in OPTIONS.items() if short}
+# options added after 22.05: long name -> (short letter, the long form's value, the short
+# form's value, the first release that has it); --no-allocation and --nodelist take their long
+# form's value only attached, -w its value as -w NODES too, -Z none
+LATER: dict[str, tuple[str | None, str, str, str]] = {
+    "autocomplete": (None, "required", "required", "23.02"),
+    "treewidth": (None, "required", "required", "23.11"),
+    "no-allocation": ("Z", "optional", "none", "24.11"),
+    "nodelist": ("w", "optional", "required", "24.11"),
+}
+BASE_RELEASE = "22.05"
 TRY = 'Try "sbcast --help" for more information'
 USAGE = "Usage: sbcast [--exclude] [-CfFjpvV] [--send-libs] SOURCE DEST"
 HELP = """\
@@ -56,7 +72,22 @@ Help options:
   --usage               display brief usage message"""
 
 COMPRESSION = ("lz4", "none")  # sbcast(1): "lz4" (the default) and "none"
-MAX_FANOUT = 8  # sbcast(1): "Maximum value is currently eight."
+MAX_FANOUT = 8  # sbcast(1) of 22.05 and 23.02: "Maximum value is currently eight."
+MAX_TREEWIDTH = 64  # sbcast(1) of 23.11 on: "Maximum value is currently 64", "off" disables it
+
+
+def _key(release: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", release)[:2])
+
+
+def options(release: str | None = None) -> dict[str, tuple[str | None, str, str]]:
+    """long name -> (short letter, long form's value, short form's value) of sbcast in Slurm
+    ``release`` (None: 22.05)."""
+    out = {name: (short, kind, kind) for name, (short, kind) in OPTIONS.items()}
+    for name, (short, long_kind, short_kind, since) in LATER.items():
+        if _key(release or BASE_RELEASE) >= _key(since):
+            out[name] = (short, long_kind, short_kind)
+    return out
 
 
 class SbcastUsageError(ValueError):
@@ -79,12 +110,12 @@ class SbcastArgs:
         return values[-1] if values else None
 
 
-def _long(word: str) -> tuple[str, str | None]:
+def _long(word: str, table: dict) -> tuple[str, str | None]:
     """(the option a ``--word`` names, its attached value)."""
     body, eq, value = word[2:].partition("=")
-    if body in OPTIONS:
+    if body in table:
         return body, value if eq else None
-    hits = [name for name in OPTIONS if name.startswith(body)] if body else []
+    hits = [name for name in table if name.startswith(body)] if body else []
     if len(hits) == 1:
         return hits[0], value if eq else None
     if not hits:
@@ -93,10 +124,13 @@ def _long(word: str) -> tuple[str, str | None]:
     raise SbcastUsageError(f"sbcast: option '--{body}' is ambiguous; possibilities: {names}")
 
 
-def parse(argv: list[str]) -> SbcastArgs:
-    """The options and file names of an sbcast command line (without ``sbcast`` itself);
-    SbcastUsageError with the real tool's message when getopt would refuse it. The count of
-    file names is checked by :func:`check_files`, after ``--help`` and ``--version``."""
+def parse(argv: list[str], release: str | None = None) -> SbcastArgs:
+    """The options and file names of an sbcast command line (without ``sbcast`` itself), as
+    sbcast of Slurm ``release`` (None: 22.05) reads them; SbcastUsageError with the real tool's
+    message when getopt would refuse it. The count of file names is checked by
+    :func:`check_files`, after ``--help`` and ``--version``."""
+    table = options(release)
+    short_names = {short: name for name, (short, _l, _s) in table.items() if short}
     out = SbcastArgs()
     i = 0
     while i < len(argv):
@@ -106,8 +140,8 @@ def parse(argv: list[str]) -> SbcastArgs:
             out.files.extend(argv[i:])
             break
         if word.startswith("--"):
-            name, value = _long(word)
-            kind = OPTIONS[name][1]
+            name, value = _long(word, table)
+            kind = table[name][1]
             if kind == "none" and value is not None:
                 raise SbcastUsageError(f"sbcast: option '--{name}' doesn't allow an argument")
             if kind == "required" and value is None:
@@ -120,10 +154,10 @@ def parse(argv: list[str]) -> SbcastArgs:
             k = 1
             while k < len(word):
                 letter = word[k]
-                if letter not in SHORT:
+                if letter not in short_names:
                     raise SbcastUsageError(f"sbcast: invalid option -- '{letter}'")
-                name = SHORT[letter]
-                kind = OPTIONS[name][1]
+                name = short_names[letter]
+                kind = table[name][2]
                 rest = word[k + 1 :]
                 if kind == "none":
                     out.options.setdefault(name, []).append(True)
@@ -150,9 +184,13 @@ def check_files(args: SbcastArgs) -> None:
         raise SbcastUsageError(f"Need two file names, have {len(args.files)} names")
 
 
-def value_problems(args: SbcastArgs) -> list[str]:
-    """What is wrong with the options' values, by the manual page."""
+def value_problems(args: SbcastArgs, release: str | None = None) -> list[str]:
+    """What is wrong with the options' values, by the manual page of Slurm ``release``'s
+    sbcast (None: 22.05)."""
     out = []
+    wide = _key(release or BASE_RELEASE) >= _key(LATER["treewidth"][3])
+    largest = MAX_TREEWIDTH if wide else MAX_FANOUT
+
     for value in args.options.get("compress", ()):
         if value is not True and value.lower() not in COMPRESSION:
             out.append(
@@ -161,11 +199,16 @@ def value_problems(args: SbcastArgs) -> list[str]:
     for value in args.options.get("send-libs", ()):
         if value is not True and value.lower() not in {"yes", "no"}:
             out.append(f"--send-libs={value}: takes yes or no")
-    for value in args.options.get("fanout", ()):
+    for value in [*args.options.get("fanout", ()), *args.options.get("treewidth", ())]:
+        if wide and value.lower() == "off":
+            continue
         if not value.isdigit() or int(value) < 1:
             out.append(f"--fanout={value}: not a number of messages")
-        elif int(value) > MAX_FANOUT:
-            out.append(f"--fanout={value}: sbcast's largest fanout is {MAX_FANOUT} (sbcast(1))")
+        elif int(value) > largest:
+            out.append(
+                f"--fanout={value}: the largest fanout of sbcast in Slurm "
+                f"{release or BASE_RELEASE} is {largest} (sbcast(1))"
+            )
     for value in args.options.get("size", ()):
         if not re.fullmatch(r"\d+[kKmM]?", value):
             out.append(f"--size={value}: a block size in bytes, with k or m for kilo or mega")

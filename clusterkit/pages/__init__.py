@@ -7,9 +7,9 @@
 * ``sphinxext``: the directives that render site facts, with ``results_plot``'s scaling plots
   and ``trainer_parsers``' option tables;
 * ``coverage``: how each block was tested; ``content`` (``option_units``,
-  ``cited_headings``): what pages and comments say; ``published_check``,
-  ``published_page``: the emulator against the sites' published job scripts, and the page of
-  what it found;
+  ``cited_headings``): what pages and comments say; ``published_collect``,
+  ``published_check``, ``published_page``: the sites' published job scripts gathered from
+  their documentation repositories, the emulator against them, and the page of what it found;
 * ``site_pages``: the rules each site's pages keep (landing matrix, reference page, trainer
   option pages, tab labels, no fill-in marker left); ``scaffold``: ``new-site``, the files of a
   new site with its facts as fill-in markers;

@@ -78,12 +78,22 @@ def _worker(jobs: list[tuple[str, str, str]], conn) -> None:
     conn.close()
 
 
+def _path(entry: dict, root: Path) -> Path:
+    return M.script_path(entry) if entry.get("rebuilt") else root / entry["file"]
+
+
+def available(entries: list[dict]) -> list[dict]:
+    """The entries whose script text is here: every kept one, and each rebuilt one that
+    benchmarks/collect_corpus.py has written (see published_manifest.rebuild_command)."""
+    return [e for e in entries if M.script_path(e).is_file()]
+
+
 def judge_all(
     entries: list[dict], root: Path = M.CORPUS, limit: float = LIMIT_S
 ) -> dict[str, Outcome]:
     """Every entry's outcome, keyed by its ``file``; each script gets ``limit`` seconds."""
     ctx = multiprocessing.get_context("spawn")
-    jobs = [(str(root / e["file"]), e["site"], e["scheduler"]) for e in entries]
+    jobs = [(str(_path(e, root)), e["site"], e["scheduler"]) for e in entries]
     out: dict[str, Outcome] = {}
     i = 0
     while i < len(jobs):
@@ -192,8 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update", action="store_true", help="rewrite emulator_today")
     args = ap.parse_args(argv)
     manifest = M.load()
-    outcomes = judge_all(manifest["scripts"], limit=args.limit)
-    result = compare(manifest["scripts"], outcomes)
+    here = available(manifest["scripts"])
+    missing = len(manifest["scripts"]) - len(here)
+    if missing:
+        print(f"{missing} rebuilt script(s) not here, not judged: {M.rebuild_command()}")
+    outcomes = judge_all(here, limit=args.limit)
+    result = compare(here, outcomes)
     print("\n".join(result.lines()))
     if args.update:
         update(manifest, outcomes)

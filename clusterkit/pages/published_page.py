@@ -88,6 +88,11 @@ def _excerpt_rows(entries: list[dict]) -> list[list[str]]:
     ]
 
 
+def _slurm_sites(entries: list[dict]) -> str:
+    sites = dict.fromkeys(e["site"] for e in entries if e["scheduler"] == "slurm")
+    return ", ".join(load_site(s).title for s in sites)
+
+
 def _sources(manifest: dict) -> list[str]:
     seen: dict[str, tuple[str, int]] = {}
     for e in manifest["scripts"]:
@@ -143,13 +148,17 @@ def render(manifest: dict) -> str:
         "`tests/corpus/published/manifest.yaml`; do not edit by hand.",
         "",
         "The sites' own documentation repositories hold job scripts, as files and as code "
-        "blocks of their pages. Every one of them is kept in `tests/corpus/published/`, with "
-        "where it was published, and CI holds the checker of this site to the verdict the "
-        "site's scheduler gives: for Slurm (Bede, ARCHER2), what `sbatch --test-only` answers "
-        "on a Slurm cluster configured from the site's profile; for LSF (Summit, which has no "
-        "scheduler left to ask), a verdict reasoned from the limits OLCF documented. Account "
-        "placeholders such as `[budget code]` are filled in with the profile's example account "
-        "before a script is judged, since a reader replaces them.",
+        "blocks of their pages. Each is recorded in `tests/corpus/published/` with where it was "
+        "published (the scripts of NERSC's repositories by their origin and digest only, "
+        "their text taken back from the repositories when the corpus is judged), and CI holds "
+        "the checker of this site to the verdict the site's scheduler gives: for Slurm "
+        f"({_slurm_sites(entries)}), what `sbatch --test-only` answers on a Slurm cluster "
+        "configured from the site's profile; for LSF (Summit, which has no scheduler left to "
+        "ask), a verdict reasoned from the limits OLCF documented. Account placeholders such as "
+        "`[budget code]` are filled in with the profile's example account before a script is "
+        "judged, since a reader replaces them. Options of a site's Slurm plugins (Shifter's "
+        "`--image` on Perlmutter) are taken out before the test cluster, which runs no such "
+        "plugin, is asked; the checker judges them against the plugin's own options.",
         "",
         *_sources(manifest),
         "",

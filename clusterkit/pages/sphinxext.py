@@ -1,8 +1,8 @@
 """Sphinx directives that render site facts from the profiles, so no page retypes them.
 
 ``{site-facts} bede`` with ``:show: nodes`` (or affinity, partitions, qos, modules, launchers,
-paths, account, stacks, sources) renders one table (``:kinds: node-local memory-backed`` keeps
-the paths of those kinds); ``{site-status} summit`` renders the
+paths, account, stacks, internet, sources) renders one table (``:kinds: node-local
+memory-backed`` keeps the paths of those kinds); ``{site-status} summit`` renders the
 lifecycle banner (current / end of service / retired, with dates and successor);
 ``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
 and what they hold. ``{block-coverage}`` (docs/project/test-coverage.md) is replaced, when the
@@ -44,6 +44,8 @@ SHOWS = (
     "sources",
     "account",
     "stacks",
+    "internet",
+    "plugins",
 )
 KINDS = {"parallel", "network", "node-local", "memory-backed"}  # sites/schema.yaml, paths
 STACK_HEADERS = [
@@ -120,6 +122,26 @@ def stack_rows(site: Site) -> list[list[str]]:
     return rows
 
 
+INTERNET = {
+    "none": "no",
+    "proxy": "only through the site's proxy",
+    "direct": "yes",
+    "unknown": "not documented",
+}
+
+
+def internet_rows(site: Site) -> list[list[str]]:
+    """Whether jobs reach the internet, as the profile says (no rows where it says nothing)."""
+    net = site.data.get("internet")
+    if not net:
+        return []
+    how = net.get("note", "")
+    if net.get("proxy"):
+        how += "; " + " ".join(f"export {k}={v}" for k, v in net["proxy"].items())
+    titles = "; ".join(src["title"] for src in net["sources"])
+    return [[INTERNET[net["compute_nodes"]], how, titles]]
+
+
 def _source_links(sources: list[dict]) -> nodes.paragraph:
     para = nodes.paragraph()
     for i, src in enumerate(sources):
@@ -139,6 +161,24 @@ def _in_a_job(place: Place) -> str:
     return "; ".join(how)
 
 
+def _qos_row(name: str, q: dict) -> list[str]:
+    """A QoS's limits, with those it sets per node type and whether it is the default."""
+    walltime = q.get("max_walltime", "-")
+    per_type = "; ".join(
+        f"{nt}: {lim['max_walltime']}"
+        for nt, lim in q.get("by_node_type", {}).items()
+        if lim.get("max_walltime")
+    )
+    if per_type:
+        walltime = per_type if walltime == "-" else f"{walltime} ({per_type})"
+    notes = q.get("description", "")
+    if q.get("default"):
+        notes = f"default (a job that names no QoS). {notes}".strip()
+    if q.get("flags"):
+        notes = f"{notes} Flags: {', '.join(q['flags'])}.".strip()
+    return [name, walltime, str(q.get("max_nodes", "-")), str(q.get("max_gpus", "-")), notes]
+
+
 def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of one facts table (also used by tests and the coverage page)."""
     if show == "nodes":
@@ -156,6 +196,10 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
         network = any(nt.raw.get("network") for nt in site.node_types.values())
         if network:
             headers.append("Network")
+        # the features column only where jobs select nodes with -C (Perlmutter's gpu, hbm80g)
+        features = any(nt.features for nt in site.node_types.values())
+        if features:
+            headers.append("Features (-C)")
         rows = []
         for nt in site.node_types.values():
             gpus = f"{nt.gpus} x {nt.gpu_model}" if nt.gpus else "none"
@@ -169,7 +213,11 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 f"{nt.memory_gb:g}",
                 gpus,
             ]
-            rows.append([*row, nt.raw.get("network", "not documented")] if network else row)
+            if network:
+                row.append(nt.raw.get("network", "not documented"))
+            if features:
+                row.append(", ".join(nt.raw.get("features", ())) or "none")
+            rows.append(row)
         return headers, rows
     if show == "affinity":
         headers = ["Node type", "NUMA", "Cores", "Hardware threads", "GPUs", "Kept for the system"]
@@ -203,8 +251,8 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
             rows.append(
                 [
                     p.name,
-                    p.node_type.name,
-                    p.max_walltime,
+                    ", ".join(nt.name for nt in p.node_types),
+                    p.max_walltime if p.max_walltime_s is not None else "none (per QoS)",
                     str(p.max_nodes or "-"),
                     ", ".join(p.qos) or "-",
                     notes,
@@ -212,18 +260,9 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
             )
         return headers, rows
     if show == "qos":
-        headers = ["QoS", "Max walltime", "Max nodes", "Max GPUs", "Notes"]
-        rows = [
-            [
-                name,
-                q.get("max_walltime", "-"),
-                str(q.get("max_nodes", "-")),
-                str(q.get("max_gpus", "-")),
-                q.get("description", ""),
-            ]
-            for name, q in site.qos.items()
+        return ["QoS", "Max walltime", "Max nodes", "Max GPUs", "Notes"], [
+            _qos_row(name, q) for name, q in site.qos.items()
         ]
-        return headers, rows
     if show == "modules":
         headers = ["Module", "Status", "Provides", "Replacement"]
         rows = []
@@ -255,9 +294,26 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
         return headers, rows
     if show == "account":
         a = site.account
-        return ["Option", "Form", "Example"], [[a.get("option", ""), a["pattern"], a["example"]]]
+        without = a.get("default") or ("refused" if a["required"] else "accepted")
+        return ["Option", "Form", "Example", "A job without one"], [
+            [a.get("option", ""), a["pattern"], a["example"], without]
+        ]
+    if show == "plugins":
+        headers = ["Plugin", "Options it adds (sbatch, srun, salloc)", "What for", "Sources"]
+        rows = [
+            [
+                plugin.name,
+                " ".join(o.name for o in plugin.options),
+                site.data["plugins"][plugin.name].get("description", ""),
+                "; ".join(src["title"] for src in plugin.sources),
+            ]
+            for plugin in site.plugins
+        ]
+        return headers, rows
     if show == "stacks":
         return STACK_HEADERS, stack_rows(site)
+    if show == "internet":
+        return ["Compute nodes reach the internet", "How", "Sources"], internet_rows(site)
     if show == "sources":
         headers = ["Source", "Address", "Retrieved"]
         rows = [[s["title"], s["url"], s.get("retrieved", "")] for s in site.data["sources"]]
@@ -285,6 +341,8 @@ class SiteFacts(SphinxDirective):
         headers, rows = facts_rows(site, show)
         if not rows:
             return [nodes.paragraph(text=f"{site.title}: no {show} listed.")]
+        if show == "internet":
+            rows[0][-1] = _source_links(site.data["internet"]["sources"])
         if show == "stacks":  # the last column links each source
             for row, stack in zip(rows, site.stacks.values(), strict=True):
                 row[-1] = _source_links(stack.raw["sources"])
@@ -334,6 +392,26 @@ def status_text(site: Site) -> tuple[str, str]:
         f"{site.title} is in service. Facts on this page are read from its site "
         f"profile ({site.path.name}).",
     )
+
+
+class MemoryPlan(SphinxDirective):
+    """``{memory-plan} SITE``: what the language-model recipes need of each GPU node type of the
+    site (clusterkit.emulate.memory_plan), computed from the profile's GPU memory."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.emulate import memory_plan
+
+        try:
+            site = load_site(self.arguments[0])
+        except CheckError as exc:
+            raise self.error(str(exc)) from None
+        self.env.note_dependency(str(site.path))
+        rows = memory_plan.site_rows(site)
+        if not rows:
+            raise self.error(f"{site.title}'s profile gives no GPU with its memory size")
+        return [_table(memory_plan.HEADERS, rows)]
 
 
 class SiteStatus(SphinxDirective):
@@ -613,6 +691,7 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("literalinclude", ExampleLiteralInclude, override=True)
     app.add_directive("site-facts", SiteFacts)
     app.add_directive("site-status", SiteStatus)
+    app.add_directive("memory-plan", MemoryPlan)
     app.add_directive("results-table", ResultsTable)
     app.add_directive("results-plot", ResultsPlot)
     app.add_directive("page-stacks", PageStacks)

@@ -25,6 +25,7 @@ FRAMEWORKS = ("torch", "torchvision", "tensorflow", "keras", "horovod", "numpy")
 TRAINERS = {
     "pytorch": ROOT / "examples" / "pytorch" / "train_resnet.py",
     "tensorflow": ROOT / "examples" / "tensorflow" / "train_resnet_keras.py",
+    "lm": ROOT / "examples" / "pytorch" / "train_lm.py",
 }
 
 
@@ -82,11 +83,18 @@ def load_parser(path: Path) -> argparse.ArgumentParser:
         del sys.modules[name]
     finder = _Finder()
     sys.meta_path.insert(0, finder)
+    folder = str(Path(path).resolve().parent)
+    sys.path.insert(0, folder)  # as python does for a script: the modules beside it import
+    loaded = set(sys.modules)
     try:
         with lines_hook.measured():  # the program's lines that run here count as run
             namespace = runpy.run_path(str(path), run_name=f"_options_of_{Path(path).stem}")
             parser = namespace["build_parser"]()
     finally:
+        sys.path.remove(folder)
+        for name in set(sys.modules) - loaded:  # imported beside it, over the stand-ins
+            if str(getattr(sys.modules[name], "__file__", "")).startswith(folder):
+                del sys.modules[name]
         sys.meta_path.remove(finder)
         for name in [k for k in sys.modules if _is_framework(k)]:
             del sys.modules[name]
@@ -119,3 +127,8 @@ def pytorch_parser() -> argparse.ArgumentParser:
 def tensorflow_parser() -> argparse.ArgumentParser:
     """For sphinx-argparse (:ref:)."""
     return for_rst(load_parser(TRAINERS["tensorflow"]))
+
+
+def lm_parser() -> argparse.ArgumentParser:
+    """For sphinx-argparse (:ref:)."""
+    return for_rst(load_parser(TRAINERS["lm"]))

@@ -205,13 +205,26 @@ def qos_for(
 
 
 def access_options(site: Site, part: Partition, account: str | None) -> list[str]:
+    """How a job reaches the partition: by name, or where the site's users name no partition
+    (it routes jobs by constraint and QoS, NERSC's -C gpu) by the features every node of the
+    partition has, and a QoS the partition takes when the site's default is not one."""
     if site.scheduler == "lsf":
         opt = site.account.get("option", "-P")
         return [f"-q {part.name}"] + ([f"{opt} {account}"] if account else [])
-    out = [f"--partition={part.name}"] + ([f"--account={account}"] if account else [])
-    if part.qos_required and part.qos:
+    routed = len(site.default_partitions) > 1 and part.name in site.default_partitions
+    features = routing_constraint(site, part) if routed else ""
+    where = [f"--constraint={features}"] if features else []
+    out = (where or [f"--partition={part.name}"]) + ([f"--account={account}"] if account else [])
+    default = site.default_qos
+    if part.qos and (part.qos_required or (routed and default not in part.qos)):
         out.append(f"--qos={part.qos[0]}")
     return out
+
+
+def routing_constraint(site: Site, part: Partition) -> str:
+    """The features every node type of ``part`` has, joined with ``&`` (``gpu``)."""
+    common = set.intersection(*(set(site.node_features(nt)) for nt in part.node_types))
+    return "&".join(sorted(common - set(site.mount_features)))
 
 
 def gpu_resources(site: Site, node: NodeType) -> list[dict]:
@@ -268,6 +281,7 @@ def partition_entry(site: Site, part: Partition, envs: list[dict], account: str 
             "site": site.name,
             "partition": part.name,
             "node_type": node.name,
+            "node_types": [nt.name for nt in part.node_types],
             "nodes": part.raw.get("nodes"),
             "max_nodes": part.max_nodes or part.raw.get("nodes"),
             "max_walltime_s": part.max_walltime_s,

@@ -80,7 +80,11 @@ def logical_nodes(site: Site, phantoms: bool = True) -> dict[str, LogicalNodes]:
     parts = [p for p in site.partitions.values() if p.status != "removed"]
     for name, nt in site.node_types.items():
         sizes = [nt.raw.get("count") or REAL_NODES_PER_TYPE]
-        sizes += [p.raw.get("nodes") or 0 for p in parts if p.node_type.name == name]
+        sizes += [
+            p.raw.get("nodes") or 0
+            for p in parts
+            if not p.pools and name in {t.name for t in p.node_types or (p.node_type,)}
+        ]
         total = max(sizes) if phantoms else REAL_NODES_PER_TYPE
         real = min(REAL_NODES_PER_TYPE, total)
         stem = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + "-"
@@ -93,8 +97,19 @@ def logical_nodes(site: Site, phantoms: bool = True) -> dict[str, LogicalNodes]:
 
 def partition_size(site: Site, part_name: str, nodes: dict[str, LogicalNodes]) -> int:
     p = site.partitions[part_name]
+    if p.pools:  # every node of each type it pools
+        return sum(nodes[nt.name].total for nt in p.node_types)
     ln = nodes[p.node_type.name]
     return min(p.raw.get("nodes") or ln.total, ln.total)
+
+
+def partition_nodes(site: Site, part_name: str, nodes: dict[str, LogicalNodes]) -> str:
+    """The ``Nodes=`` of a partition: its node type's first nodes, or every node of each type
+    it pools."""
+    p = site.partitions[part_name]
+    if p.pools:
+        return ",".join(nodes[nt.name].hostlist(1, nodes[nt.name].total) for nt in p.node_types)
+    return nodes[p.node_type.name].hostlist(1, partition_size(site, part_name, nodes))
 
 
 # --------------------------------------------------------------------------- ports
@@ -126,6 +141,11 @@ def _slurm_time(duration: str) -> str:
     h, rest = divmod(rest, 3600)
     m, sec = divmod(rest, 60)
     return f"{d}-{h:02d}:{m:02d}:{sec:02d}"
+
+
+def _max_time(part) -> str:
+    """A partition's MaxTime: its limit, or UNLIMITED where the profile gives limits per QoS."""
+    return _slurm_time(part.max_walltime) if part.max_walltime_s is not None else "UNLIMITED"
 
 
 def _minutes(duration: str) -> int:
@@ -271,7 +291,6 @@ def generate(
     if site.scheduler != "slurm":
         raise ValueError(f"{site.title} is scheduled by {site.scheduler}, not Slurm")
     nodes = logical_nodes(site, phantoms)
-    features = sorted({p.constraint for p in site.places.values() if p.constraint})
     node_lines, gres_lines, nodes_file = [], [], []
     port = port_base + 1
     for ln in nodes.values():
@@ -288,9 +307,14 @@ def generate(
             f"Sockets={sockets} CoresPerSocket={per_socket} "
             f"ThreadsPerCore={nt.threads_per_core} RealMemory={int(nt.memory_gb * 1024)}"
         )
+        if nt.slurm_threads_per_core < nt.threads_per_core:  # Slurm counts cores as CPUs
+            shape = f"CPUs={sockets * per_socket} " + shape
         if nt.gpus:
             shape += f" Gres=gpu:{nt.gpus}"
-        if features:  # what jobs ask for with -C to have node-local storage (Frontier's nvme)
+        # what jobs select the nodes with (-C gpu), and ask for to have node-local storage
+        # mounted (Frontier's nvme)
+        features = sorted(site.node_features(nt))
+        if features:
             shape += f" Features={','.join(features)}"
         node_lines.append(f"# node type {nt.name}: {ln.real} with a slurmd, {ln.total} in all")
         for name in ln.real_names:
@@ -317,17 +341,16 @@ def generate(
         if p.status == "removed":
             part_lines.append(f"# partition {p.name} is removed: Slurm refuses it as unknown")
             continue
-        ln = nodes[p.node_type.name]
         extra = ""
         if p.raw.get("default_walltime"):
             extra += f" DefaultTime={_slurm_time(p.raw['default_walltime'])}"
         if p.exclusive:
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
-            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.threads_per_core}"
+            extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
         part_lines.append(
-            f"PartitionName={p.name} Nodes={ln.hostlist(1, partition_size(site, p.name, nodes))}"
-            f" MaxTime={_slurm_time(p.max_walltime)}{extra}"
+            f"PartitionName={p.name} Nodes={partition_nodes(site, p.name, nodes)}"
+            f" MaxTime={_max_time(p)}{extra}"
             f" MaxNodes={p.max_nodes or 'UNLIMITED'}"
             f" Default={'YES' if p.name == default else 'NO'} State=UP"
         )
@@ -385,6 +408,15 @@ ResumeTimeout=600
     }
 
 
+def _lua_limits(q: dict) -> str:
+    """A QoS's limits as Lua table fields (nil where the profile gives none)."""
+    wall = _minutes(q["max_walltime"]) if q.get("max_walltime") else None
+    return (
+        f"max_minutes = {_lua_opt(wall)}, max_nodes = {_lua_opt(q.get('max_nodes'))}, "
+        f"min_nodes = {_lua_opt(q.get('min_nodes'))}, max_gpus = {_lua_opt(q.get('max_gpus'))}"
+    )
+
+
 def job_submit_lua(site: Site) -> str:
     """The site's account and QoS policy as a Slurm ``job_submit.lua``."""
     acct = site.account
@@ -392,13 +424,11 @@ def job_submit_lua(site: Site) -> str:
     patterns = lua_patterns(acct["pattern"])
     qos_rows = []
     for qname, q in site.qos.items():
-        wall = _minutes(q["max_walltime"]) if q.get("max_walltime") else None
-        qos_rows.append(
-            f"   [{_lua_str(qname)}] = {{max_minutes = {_lua_opt(wall)}, "
-            f"max_nodes = {_lua_opt(q.get('max_nodes'))}, "
-            f"min_nodes = {_lua_opt(q.get('min_nodes'))}, "
-            f"max_gpus = {_lua_opt(q.get('max_gpus'))}}},"
+        by_type = ", ".join(
+            f"[{_lua_str(nt)}] = {{{_lua_limits(lim)}}}"
+            for nt, lim in q.get("by_node_type", {}).items()
         )
+        qos_rows.append(f"   [{_lua_str(qname)}] = {{{_lua_limits(q)}, by_type = {{{by_type}}}}},")
     part_rows = []
     for p in site.partitions.values():
         allowed = ", ".join(f"[{_lua_str(q)}] = true" for q in p.qos)
@@ -406,12 +436,19 @@ def job_submit_lua(site: Site) -> str:
             f"{{{b['min_nodes']}, {b['max_nodes']}, {_minutes(b['max_walltime'])}}}"
             for b in p.raw.get("walltime_by_nodes", ())
         )
+        types = ", ".join(
+            f"{{name = {_lua_str(nt.name)}, features = {{"
+            + ", ".join(f"[{_lua_str(f)}] = true" for f in sorted(site.node_features(nt)))
+            + "}}"
+            for nt in p.node_types or (p.node_type,)
+        )
         part_rows.append(
             f"   [{_lua_str(p.name)}] = {{required = {'true' if p.qos_required else 'false'}, "
             f"allowed = {{{allowed}}}, any = {'false' if p.qos else 'true'}, "
-            f"bins = {{{bins}}}}},"
+            f"bins = {{{bins}}}, types = {{{types}}}}},"
         )
     default = site.default_partition.name if site.default_partition else ""
+    routed = site.default_partitions if len(site.default_partitions) > 1 else []
     nl = "\n"
     return f"""-- Generated from sites/{site.name}.yaml by clusterkit.runs.slurmconf: the site's
 -- account and QoS rules, enforced at submission without an accounting database.
@@ -432,6 +469,9 @@ local partitions = {{
 {nl.join(part_rows)}
 }}
 local default_partition = {_lua_str(default)}
+-- where a job that names no partition goes: tried in this order (the site routes by constraint)
+local routed = {{ {", ".join(_lua_str(n) for n in routed)} }}
+local default_qos = {_lua_str(site.default_qos) if site.default_qos else "nil"}
 local NO_VAL = 4294967294
 local NO_VAL16 = 65534
 -- slurm_errno.h codes the Lua plugin does not export by name (Slurm 22.05)
@@ -465,6 +505,49 @@ local function gpus_in(tres)
    return n
 end
 
+-- The node types of partition p that a constraint may select. An expression of names joined
+-- by & (or ,) selects the types that have them all; with | or brackets every type may serve.
+local function candidates(p, features)
+   if features == nil or features == "" or string.find(features, "[|%[%]()*]") then
+      return p.types
+   end
+   local out = {{}}
+   for _, t in ipairs(p.types) do
+      local all = true
+      for f in string.gmatch(features, "[^&,]+") do
+         if not t.features[f] then all = false end
+      end
+      if all then out[#out + 1] = t end
+   end
+   return out
+end
+
+-- A QoS limit for a job on any of the node types `types`: the most lenient of theirs (each
+-- type's own limit where the QoS sets one, else the QoS's); nil when one of them has none.
+local function qos_limit(q, key, types)
+   if #types == 0 then return q[key] end
+   local best = nil
+   for _, t in ipairs(types) do
+      local v = q[key]
+      if q.by_type[t.name] ~= nil then v = q.by_type[t.name][key] end
+      if v == nil then return nil end
+      if best == nil or v > best then best = v end
+   end
+   return best
+end
+
+-- The partitions of `routed` that take a job of QoS qname whose constraint reaches some node.
+local function route(qname, features)
+   local fit = {{}}
+   for _, name in ipairs(routed) do
+      local p = partitions[name]
+      local qos_ok = p.any or (qname ~= nil and p.allowed[qname])
+      qos_ok = qos_ok or (qname == nil and not p.required)
+      if qos_ok and #candidates(p, features) > 0 then fit[#fit + 1] = name end
+   end
+   return fit
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
    local a = job_desc.account
    if a == nil or a == "" then
@@ -479,9 +562,24 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       return slurm.ESLURM_INVALID_ACCOUNT or slurm.ERROR
    end
 
-   local pname = job_desc.partition or default_partition
+   local qname = job_desc.qos
+   if qname == nil or qname == "" then qname = default_qos end
+   local pname = job_desc.partition
+   if (pname == nil or pname == "") and #routed > 1 then
+      local fit = route(qname, job_desc.features)
+      if #fit == 0 then
+         slurm.log_user("site policy: no partition of %s takes QoS %s with constraint %s", site,
+                        tostring(qname), tostring(job_desc.features))
+         return ESLURM_INVALID_QOS
+      end
+      -- Slurm runs the job in the first of these that can take it
+      job_desc.partition = table.concat(fit, ",")
+      pname = fit[1]
+   end
+   pname = pname or default_partition
    local p = partitions[pname]
    if p == nil then return slurm.SUCCESS end  -- slurmctld refuses unknown partitions itself
+   local types = candidates(p, job_desc.features)
 
    -- nodes as the job will get them: --nodes, else --ntasks over --ntasks-per-node, else 1
    local nodes = 1
@@ -513,7 +611,6 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       end
    end
 
-   local qname = job_desc.qos
    if qname == nil or qname == "" then
       if p.required then
          slurm.log_user("site policy: partition %s needs --qos", pname)
@@ -531,23 +628,26 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       return ESLURM_INVALID_QOS
    end
 
-   if q.max_minutes and given(limit, NO_VAL) and limit > q.max_minutes then
+   local max_minutes = qos_limit(q, "max_minutes", types)
+   if max_minutes and given(limit, NO_VAL) and limit > max_minutes then
       slurm.log_user("site policy: QoS %s allows %d minutes, the job asks for %d", qname,
-                     q.max_minutes, limit)
+                     max_minutes, limit)
       return QOS_LIMIT
    end
 
-   if q.max_nodes and nodes > q.max_nodes then
+   local max_nodes = qos_limit(q, "max_nodes", types)
+   if max_nodes and nodes > max_nodes then
       slurm.log_user("site policy: QoS %s allows %d nodes, the job asks for %d", qname,
-                     q.max_nodes, nodes)
+                     max_nodes, nodes)
       return QOS_LIMIT
    end
-   if q.max_nodes and given(job_desc.max_nodes, NO_VAL) and job_desc.max_nodes > q.max_nodes then
-      job_desc.max_nodes = q.max_nodes  -- as Slurm's QoS MaxNodes trims --nodes=min-max
+   if max_nodes and given(job_desc.max_nodes, NO_VAL) and job_desc.max_nodes > max_nodes then
+      job_desc.max_nodes = max_nodes  -- as Slurm's QoS MaxNodes trims --nodes=min-max
    end
-   if q.min_nodes and nodes < q.min_nodes then
+   local min_nodes = qos_limit(q, "min_nodes", types)
+   if min_nodes and nodes < min_nodes then
       slurm.log_user("site policy: QoS %s needs at least %d nodes, the job asks for %d",
-                     qname, q.min_nodes, nodes)
+                     qname, min_nodes, nodes)
       return QOS_LIMIT
    end
 

@@ -39,8 +39,20 @@ TESTS = {
     "examples/tensorflow/train_resnet_keras.py": "tests/test_tensorflow_trainer.py",
     "examples/pytorch/train_resnet_hvd.py": "tests/horovod/test_horovod_pytorch.py",
     "examples/tensorflow/train_resnet_keras_hvd.py": "tests/horovod/test_horovod_keras.py",
-    # none marked stack: the stacks install torch alone, without the Hugging Face libraries
+    # none marked stack yet: finetune_hf.py's runs are in the tests session only
     "examples/pytorch/finetune_hf.py": "tests/test_finetune_hf.py",
+    "examples/pytorch/train_lm.py": "tests/test_lm_trainer.py",
+}
+# What a program needs beside the stack's framework, at the versions requirements/ml.txt pins:
+# a stack whose pages run it gets them in its environment too
+PROGRAM_PACKAGES = {
+    "examples/pytorch/train_lm.py": (
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "datasets",
+        "peft",
+    ),
 }
 # The frameworks a program may need, as Python imports them (Horovod: only the Horovod twins,
 # and never from PyPI)
@@ -311,11 +323,28 @@ class StackReport:
         self.lines.append(f"  {label + ':':13} {text}")
 
 
+def pinned_version(name: str) -> str:
+    """``name==version`` as requirements/ml.txt pins it."""
+    for line in SHARED_REQUIREMENTS.read_text().splitlines():
+        if line.split("==")[0].strip().lower() == name:
+            return line.split("#")[0].strip()
+    raise ValueError(f"{_rel(SHARED_REQUIREMENTS)} does not pin {name}")
+
+
+def route_for(stack: Stack, programs: list[Path] | None) -> S.CiRoute:
+    """The stack's CI route, with what its pages' programs need beside its frameworks."""
+    route = S.ci_route(stack)
+    extra = {pinned_version(n) for p in programs or () for n in PROGRAM_PACKAGES.get(_rel(p), ())}
+    if not route.runs or not extra:
+        return route
+    return S.CiRoute(packages=tuple(sorted({*route.packages, *extra})))
+
+
 def environment_needed(
     stack: Stack, programs: list[Path] | None, envs_dir: Path = ENVS_DIR
 ) -> Environment | None:
     """The environment :func:`check_stack` will test the stack in, if it tests it at all."""
-    route = S.ci_route(stack)
+    route = route_for(stack, programs)
     usable = [p for p in programs or [] if not S.unsupported(p, stack)]
     if not (route.runs and usable) or covered_by_tests_session(route):
         return None
@@ -339,7 +368,7 @@ def check_stack(
     report = StackReport(stack)
     named = programs is not None
     programs = programs or []
-    route = S.ci_route(stack)
+    route = route_for(stack, programs)
     report.say(
         "stack", f"{stack.raw['title']} ({stack.route}, {stack.accelerator}, {stack.status})"
     )
@@ -501,9 +530,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stack {key}\n" + "\n".join(report.lines), flush=True)
             reports.append(report)
     if not args.only:
-        used = {
-            Environment.for_route(S.ci_route(s)).path for s in stacks.values() if S.ci_route(s).runs
-        }
+        routes = [route_for(s, programs.get(k)) for k, s in stacks.items()]
+        used = {Environment.for_route(r).path for r in routes if r.runs}
         for old in unused_environments(used):
             print(f"removing {_rel(old)}: no stack installs its package list any more")
             shutil.rmtree(old, ignore_errors=True)

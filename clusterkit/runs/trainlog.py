@@ -10,6 +10,9 @@ Our trainers (``examples/pytorch``, ``examples/tensorflow``) print one line per 
     [preempted] step=20
     [summary] ranks=2 steps=40 img_s=246.8 time_s=12.34
 
+The language-model trainer gives its throughput as ``tokens_s`` where the image trainers give
+``img_s``; a [train] or [summary] line holds one of the two.
+
 Third-party formats, as kinds of their own:
 
 ``nvlog``
@@ -66,7 +69,18 @@ OUR_KINDS: dict[str, dict[str, type]] = {
     "resume": {"step": int, "path": str},
     "preempted": {"step": int},
     "summary": {"ranks": int, "steps": int, "img_s": float, "time_s": float},
+    # the language-model trainer's --memory-report: a rank's peak, in MiB
+    "memory": {"rank": int, "world": int, "peak_mib": float},
 }
+
+
+# The throughput of [train] and [summary]: images/s, or tokens/s; a line holds one of them.
+RATES = ("img_s", "tokens_s")
+
+
+def rate_key(fields: dict) -> str:
+    """The throughput field a record holds (img_s or tokens_s)."""
+    return next((key for key in RATES if key in fields), RATES[0])
 
 
 class TrainLogError(ValueError):
@@ -137,7 +151,8 @@ def _ours(tag: str, rest: str, lineno: int) -> Record:
             fields[key] = _convert(value, schema[key], lineno, tag, key)
         else:  # a field added later: kept, typed as best we can
             fields[key] = _number_or_text(value)
-    missing = [k for k in schema if k not in fields]
+    has_rate = any(key in fields for key in RATES)
+    missing = [k for k in schema if k not in fields and not (k in RATES and has_rate)]
     if missing:
         raise TrainLogError(f"line {lineno}: [{tag}] lacks {', '.join(missing)}")
     if "world" in fields and not 0 <= fields["rank"] < fields["world"]:
@@ -152,7 +167,7 @@ def format_record(record: Record) -> str:
     if "world" in f:
         parts.append(f"rank={f.pop('rank')}/{f.pop('world')}")
     path = f.pop("path", None)
-    digits = {"loss": 6, "lr": 6, "img_s": 1, "time_s": 2, "top1": 4, "top5": 4}
+    digits = {"loss": 6, "lr": 6, "img_s": 1, "tokens_s": 1, "time_s": 2, "top1": 4, "top5": 4}
     for key, value in f.items():
         text = f"{value:.{digits[key]}f}" if key in digits and isinstance(value, float) else value
         parts.append(f"{key}={text}")
@@ -292,7 +307,8 @@ def parse(text: str) -> list[Record]:
 def summarise(records: list[Record]) -> dict[str, Value | dict[int, float]]:
     """The figures a results table wants from one run's records.
 
-    Keys, where the records give them: ``img_s`` (global images/s: the [summary] line, else
+    Keys, where the records give them (``tokens_s`` in place of ``img_s`` for the language-model
+    trainer): ``img_s`` (global images/s: the [summary] line, else
     Horovod's or tf_cnn_benchmarks' total, else NVLOG's mean imgs_per_sec after its first
     (warm-up) report), ``img_s_per_rank`` ({rank: mean [train] img_s, leaving out each rank's
     first line when it has more}), ``ranks``, ``steps``, ``time_s``, ``final_loss`` (mean over
@@ -307,9 +323,10 @@ def summarise(records: list[Record]) -> dict[str, Value | dict[int, float]]:
     train = by_kind["train"]
     if train:
         per_rank: dict[int, list[float]] = defaultdict(list)
+        rate = rate_key(train[0].fields)
         for r in train:
-            per_rank[r.fields["rank"]].append(r.fields["img_s"])
-        out["img_s_per_rank"] = {
+            per_rank[r.fields["rank"]].append(r.fields[rate_key(r.fields)])
+        out[f"{rate}_per_rank"] = {
             rank: fmean(rates[1:] if len(rates) > 1 else rates)
             for rank, rates in sorted(per_rank.items())
         }
@@ -317,7 +334,7 @@ def summarise(records: list[Record]) -> dict[str, Value | dict[int, float]]:
         out["steps"] = last
         out["ranks"] = len(per_rank)
         out["final_loss"] = fmean(r.fields["loss"] for r in train if r.fields["step"] == last)
-        out["img_s"] = sum(out["img_s_per_rank"].values())  # replaced by a measured total
+        out[rate] = sum(out[f"{rate}_per_rank"].values())  # replaced by a measured total
 
     nv_rates = [r.fields["imgs_per_sec"] for r in by_kind["nvlog"] if "imgs_per_sec" in r.fields]
     if nv_rates:
@@ -335,8 +352,9 @@ def summarise(records: list[Record]) -> dict[str, Value | dict[int, float]]:
 
     if by_kind["summary"]:
         last_summary = by_kind["summary"][-1].fields
+        rate = rate_key(last_summary)
+        out[rate] = last_summary[rate]
         out.update(
-            img_s=last_summary["img_s"],
             ranks=last_summary["ranks"],
             steps=last_summary["steps"],
             time_s=last_summary["time_s"],

@@ -17,6 +17,13 @@ from pathlib import Path
 
 from clusterkit.sites.profiles import Site
 
+CONDA_MODULE = "conda"  # a module that brings conda (NERSC's): `conda activate` works after it
+CONDA_FUNCTION = (
+    'case "${1:-}" in activate|deactivate) '
+    'echo "[conda stand-in] conda $* (the current Python environment is used)" >&2 ;; '
+    '*) command conda "$@" ;; esac'
+)
+
 
 def _lua(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
@@ -45,6 +52,10 @@ def modulefile(site: Site, mod) -> str:
             continue
         value = value if eq else f"/clusterkit-stand-in/{mod.full_name}"
         lines.append(f'setenv("{_lua(name)}", "{_lua(value)}")')
+    if mod.name == CONDA_MODULE:
+        # the site's conda: the module defines the shell function `conda` as conda's own
+        # hook does; here activate and deactivate keep the current Python environment
+        lines.append(f'set_shell_function("conda", "{_lua(CONDA_FUNCTION)}", "")')
     if mod.status == "historical":
         repl = f"; now: {mod.replacement}" if mod.replacement else ""
         msg = f"{mod.full_name} is historical on {site.title}{repl}"

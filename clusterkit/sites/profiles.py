@@ -19,8 +19,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from clusterkit.sites import spank
 from clusterkit.sites.errors import Finding, ProfileError
 from clusterkit.sites.root import ROOT
+from clusterkit.sites.spank import Plugin
 
 # CLUSTERKIT_SITES_DIR points the whole toolkit at other profiles (e.g. a refreshed copy).
 SITES_DIR = Path(os.environ.get("CLUSTERKIT_SITES_DIR") or ROOT / "sites")
@@ -102,6 +104,7 @@ def line_of(data: Any, keys: tuple[Any, ...] | list[Any]) -> int:
 
 
 # --------------------------------------------------------------------------- durations
+UNLIMITED = "UNLIMITED"  # a partition with no limit of its own, as slurm.conf writes it
 _DURATION = re.compile(r"^(?:(?P<d>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
 
 
@@ -147,20 +150,33 @@ class NodeType:
         return self.raw.get("python")
 
     @property
+    def features(self) -> frozenset[str]:
+        """The node features (``Features=``) jobs select these nodes with (``-C``)."""
+        return frozenset(self.raw.get("features", ()))
+
+    @property
     def cores(self) -> int:
         return self.sockets * self.cores_per_socket
 
     @property
+    def slurm_threads_per_core(self) -> int:
+        """Hardware threads Slurm counts as CPUs on each core: all of them, unless the site's
+        Slurm counts whole cores as CPUs (``slurm_cpu: core``: CPUs= in slurm.conf set to the
+        cores, which makes Slurm schedule one thread per core, src/common/node_conf.c)."""
+        return 1 if self.raw.get("slurm_cpu") == "core" else self.threads_per_core
+
+    @property
     def cpus(self) -> int:
-        """Logical CPUs a job may use, as Slurm counts them (usable cores x threads)."""
-        return self.usable_cores * self.threads_per_core
+        """Logical CPUs a job may use, as Slurm counts them (usable cores x the threads it
+        counts per core)."""
+        return self.usable_cores * self.slurm_threads_per_core
 
 
 @dataclass(frozen=True)
 class Partition:
     name: str
-    node_type: NodeType
-    max_walltime_s: int
+    node_type: NodeType  # the first of node_types: the partition's only one, as most have
+    max_walltime_s: int | None  # None: no limit of its own (the QoS limits apply)
     max_nodes: int | None
     qos: tuple[str, ...]
     qos_required: bool
@@ -168,10 +184,17 @@ class Partition:
     exclusive: bool
     status: str
     raw: dict = field(repr=False, compare=False)
+    node_types: tuple[NodeType, ...] = ()  # every node type it pools, node_type first
 
     @property
     def max_walltime(self) -> str:
-        return self.raw["max_walltime"]
+        """As written in the profile; ``UNLIMITED`` where the partition sets no limit."""
+        return self.raw.get("max_walltime", UNLIMITED)
+
+    @property
+    def pools(self) -> bool:
+        """Whether it holds nodes of several types (a job's constraint picks among them)."""
+        return len(self.node_types) > 1
 
     def walltime_limit(self, nodes: int) -> tuple[int, str, str]:
         """(seconds, as written, why) of the longest run a job of ``nodes`` nodes may ask for:
@@ -184,8 +207,11 @@ class Partition:
 
     @property
     def size(self) -> int | None:
-        """Nodes in the partition: its own ``nodes``, else every node of its type."""
-        return self.raw.get("nodes") or self.node_type.raw.get("count")
+        """Nodes in the partition: its own ``nodes``, else every node of its types."""
+        if self.raw.get("nodes"):
+            return self.raw["nodes"]
+        counts = [nt.raw.get("count") for nt in self.node_types or (self.node_type,)]
+        return sum(counts) if all(counts) else None  # type: ignore[arg-type]
 
     def walltime_for(self, nodes: int) -> tuple[int | None, str]:
         """(most seconds a job of ``nodes`` nodes may ask for, what sets that limit).
@@ -195,6 +221,8 @@ class Partition:
         """
         bins = self.raw.get("walltime_by_nodes")
         if not bins:
+            if self.max_walltime_s is None:
+                return None, f"the {self.name} partition sets no limit of its own"
             return self.max_walltime_s, f"the {self.name} partition's limit of {self.max_walltime}"
         for b in bins:
             if b["min_nodes"] <= nodes <= b["max_nodes"]:
@@ -353,6 +381,12 @@ class Site:
         return self.status == "current"
 
     @property
+    def compute_internet(self) -> str:
+        """Whether jobs on compute nodes reach the internet: none, proxy, direct or unknown
+        (unknown also where the profile does not say)."""
+        return (self.data.get("internet") or {}).get("compute_nodes", "unknown")
+
+    @property
     def node_types(self) -> dict[str, NodeType]:
         out = {}
         for name, nt in self.data["node_types"].items():
@@ -379,10 +413,13 @@ class Site:
         nts = self.node_types
         out = {}
         for name, p in self.data["partitions"].items():
+            pool = tuple(nts[n] for n in p.get("node_types") or [p["node_type"]])
+            wall = p.get("max_walltime")
             out[name] = Partition(
                 name=name,
-                node_type=nts[p["node_type"]],
-                max_walltime_s=duration_seconds(p["max_walltime"]),
+                node_type=pool[0],
+                node_types=pool,
+                max_walltime_s=duration_seconds(wall) if wall else None,
                 max_nodes=p.get("max_nodes"),
                 qos=tuple(p.get("qos", ())),
                 qos_required=bool(p.get("qos_required", False)),
@@ -399,11 +436,58 @@ class Site:
         name = self.data["scheduler"].get("default_partition")
         if name:
             return parts[name]
+        routed = self.data["scheduler"].get("default_partitions")
+        if routed:
+            return parts[routed[0]]
         return next((p for p in parts.values() if p.default), None)
+
+    @property
+    def default_partitions(self) -> list[str]:
+        """Where a job that names no partition may go, in the order they are tried: the
+        profile's ``default_partitions`` (a site that routes jobs by constraint), else the one
+        default partition, else none."""
+        routed = self.data["scheduler"].get("default_partitions")
+        if routed:
+            return list(routed)
+        default = self.default_partition
+        return [default.name] if default else []
 
     @property
     def qos(self) -> dict[str, dict]:
         return dict(self.data.get("qos", {}))
+
+    @property
+    def default_qos(self) -> str | None:
+        """The QoS a job that names none gets (``default: true``), if the site has one."""
+        return next((n for n, q in self.qos.items() if q.get("default")), None)
+
+    def qos_limits(self, name: str, node_type: str | None = None) -> dict:
+        """A QoS's limits for a job on ``node_type``: its own, with those it sets for that node
+        type (``by_node_type``) in their place."""
+        q = dict(self.qos.get(name, {}))
+        q.update((q.get("by_node_type") or {}).get(node_type or "", {}))
+        return q
+
+    @property
+    def features(self) -> frozenset[str]:
+        """Every node feature of the site: the node types', and those a job asks for to have a
+        path mounted (``paths: constraint``)."""
+        out = {f for nt in self.node_types.values() for f in nt.features}
+        return frozenset(out | set(self.mount_features))
+
+    @property
+    def mount_features(self) -> list[str]:
+        """Features that mount a node-local path on request (Frontier's nvme), on every node."""
+        return sorted({p.constraint for p in self.places.values() if p.constraint})
+
+    def node_features(self, node_type: NodeType) -> frozenset[str]:
+        """The features a job's -C can name to reach ``node_type``."""
+        return node_type.features | frozenset(self.mount_features)
+
+    @property
+    def plugins(self) -> list[Plugin]:
+        """The SPANK plugins the site runs, with the options they add (``plugins:``)."""
+        return [spank.from_profile(n, raw) for n, raw in self.data.get("plugins", {}).items()]
 
     @property
     def modules(self) -> list[Module]:
@@ -514,6 +598,13 @@ class Site:
         return self.data["scheduler"].get("release", "22.05")
 
     @property
+    def slurm_options_release(self) -> str | None:
+        """The Slurm release whose sbatch, srun and salloc options a script is held to: the one
+        the profile records (``scheduler.release``); None -- any release's options -- where it
+        records none, and for the generic site."""
+        return None if self.generic else self.data["scheduler"].get("release")
+
+    @property
     def generic(self) -> bool:
         """The generic Slurm site (``--site generic``): no facts of any one site, so the rules
         that need them (partitions, accounts, QoS, node sizes, limits, modules) are not
@@ -523,8 +614,8 @@ class Site:
     def generic_partition(self, name: str) -> Partition:
         """A partition of the generic site: any name is taken, on nodes of unknown size."""
         nt = self.node_types[GENERIC_NODE]
-        raw = {"node_type": GENERIC_NODE, "max_walltime": "UNLIMITED"}
-        return Partition(name, nt, 0, None, (), False, False, False, "current", raw)
+        raw = {"node_type": GENERIC_NODE, "max_walltime": UNLIMITED}
+        return Partition(name, nt, 0, None, (), False, False, False, "current", raw, (nt,))
 
 
 def _version_key(version: str) -> tuple:
@@ -632,13 +723,14 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
     qos_names = set(data.get("qos", {}))
     for name, part in data.get("partitions", {}).items():
         out.extend(_bin_findings(path, data, name, part))
-        if part["node_type"] not in node_types:
-            bad(
-                ("partitions", name, "node_type"),
-                "partition-node-type",
-                f"partition {name}: node type {part['node_type']!r} is not one of "
-                f"{sorted(node_types)}",
-            )
+        key = "node_types" if "node_types" in part else "node_type"
+        for nt in part.get("node_types") or [part["node_type"]]:
+            if nt not in node_types:
+                bad(
+                    ("partitions", name, key),
+                    "partition-node-type",
+                    f"partition {name}: node type {nt!r} is not one of {sorted(node_types)}",
+                )
         for q in part.get("qos", ()):
             if q not in qos_names:
                 bad(
@@ -648,7 +740,7 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                 )
         if part.get("default_walltime") and duration_seconds(
             part["default_walltime"]
-        ) > duration_seconds(part["max_walltime"]):
+        ) > duration_seconds(part.get("max_walltime", "99999-00:00:00")):
             bad(
                 ("partitions", name, "default_walltime"),
                 "default-walltime",
@@ -661,6 +753,9 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
             "default-partition",
             f"default partition {default!r} is not a partition of this site",
         )
+    out += _routing_findings(path, data)
+    out += _qos_findings(path, data)
+    out += _plugin_findings(path, data)
     seen = set()
     for i, mod in enumerate(data.get("modules", [])):
         full = f"{mod['name']}/{mod.get('version')}" if mod.get("version") else mod["name"]
@@ -752,6 +847,97 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
     return out
 
 
+def _routing_findings(path: Path, data: dict) -> list[Finding]:
+    """Every node type is reached by a partition; the partitions a job that names none is
+    routed to exist. A node type no partition holds would be a node no job can have (and a
+    slurmd the generated test cluster waits for in vain)."""
+    out = []
+    sched, parts = data.get("scheduler", {}), data.get("partitions", {})
+    routed = sched.get("default_partitions") or []
+    if routed and sched.get("default_partition"):
+        out.append(
+            Finding(
+                path,
+                line_of(data, ("scheduler", "default_partitions")),
+                "default-partition",
+                "give default_partition or default_partitions, not both",
+            )
+        )
+    for name in routed:
+        if name not in parts:
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, ("scheduler", "default_partitions")),
+                    "default-partition",
+                    f"default partition {name!r} is not a partition of this site",
+                )
+            )
+    reached = {
+        nt
+        for p in parts.values()
+        if p.get("status") != "removed"
+        for nt in p.get("node_types") or [p.get("node_type")]
+    }
+    for name in data.get("node_types", {}):
+        if name not in reached:
+            out.append(
+                Finding(
+                    path,
+                    line_of(data, ("node_types", name)),
+                    "node-type-reached",
+                    f"node type {name}: no partition holds it, so no job can reach its nodes "
+                    "by partition or constraint; list it under a partition's node_type or "
+                    "node_types (or remove it)",
+                )
+            )
+    return out
+
+
+def _qos_findings(path: Path, data: dict) -> list[Finding]:
+    """One default QoS at most; per-node-type limits name node types of the site."""
+    out = []
+    qos = data.get("qos", {})
+    defaults = [n for n, q in qos.items() if q.get("default")]
+    for name in defaults[1:]:
+        out.append(
+            Finding(
+                path,
+                line_of(data, ("qos", name, "default")),
+                "qos-default",
+                f"QoS {name}: {defaults[0]} is the default QoS already (one at most)",
+            )
+        )
+    for name, q in qos.items():
+        for nt in q.get("by_node_type", {}):
+            if nt not in data.get("node_types", {}):
+                out.append(
+                    Finding(
+                        path,
+                        line_of(data, ("qos", name, "by_node_type", nt)),
+                        "qos-node-type",
+                        f"QoS {name}: node type {nt!r} is not one of "
+                        f"{sorted(data.get('node_types', {}))}",
+                    )
+                )
+    return out
+
+
+def _plugin_findings(path: Path, data: dict) -> list[Finding]:
+    """A plugin the built-in registry does not know lists its options."""
+    return [
+        Finding(
+            path,
+            line_of(data, ("plugins", name)),
+            "plugin-options",
+            f"plugin {name}: not one the built-in registry knows ({', '.join(spank.REGISTRY)});"
+            " list the options it adds under options:",
+        )
+        for name, raw in data.get("plugins", {}).items()
+        if name not in spank.REGISTRY and not raw.get("options")
+    ]
+
+
 def cpu_numbers(text: str) -> list[int]:
     """``"0-7,64-71"`` -> [0, ..., 7, 64, ..., 71]."""
     out: list[int] = []
@@ -806,14 +992,14 @@ def _map_findings(path: Path, data: dict, name: str, nt: dict) -> list[Finding]:
 def _bin_findings(path: Path, data: dict, name: str, part: dict) -> list[Finding]:
     """Size bins: ordered, not overlapping, each within the partition's limits."""
     out = []
-    limit = duration_seconds(part["max_walltime"])
+    limit = duration_seconds(part["max_walltime"]) if part.get("max_walltime") else None
     last = 0
     for i, b in enumerate(part.get("walltime_by_nodes", ())):
         where = ("partitions", name, "walltime_by_nodes", i)
         problem = None
         if b["min_nodes"] > b["max_nodes"] or b["min_nodes"] <= last:
             problem = "bins must be in order of size and must not overlap"
-        elif duration_seconds(b["max_walltime"]) > limit:
+        elif limit is not None and duration_seconds(b["max_walltime"]) > limit:
             problem = f"a bin's max_walltime exceeds the partition's {part['max_walltime']}"
         elif part.get("max_nodes") and b["max_nodes"] > part["max_nodes"]:
             problem = f"a bin goes beyond the partition's max_nodes {part['max_nodes']}"

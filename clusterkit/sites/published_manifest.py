@@ -15,7 +15,13 @@
 ``slurm``
     what ``sbatch --test-only`` said on the cluster generated from the profile: ``verdict``,
     ``says`` and, where placeholders were filled, ``placeholders`` and ``as_published`` (the
-    verdict on the script as printed);
+    verdict on the script as printed); ``plugin_options``: the options of the site's SPANK
+    plugins (Shifter's ``--image``) taken out before submission, since the test cluster runs
+    no such plugin (the emulator judges them against the plugin's table);
+``rebuilt``
+    true where the script's text is not kept in the repository: only its origin and digest
+    are, and ``benchmarks/collect_corpus.py`` writes the text to ``_build/corpus/published/``
+    from a snapshot of the repository (:func:`script_path`);
 ``lsf``
     for Summit, which has no scheduler left to ask: ``verdict`` and the ``reasoning`` behind it
     (from the limits in ``sites/summit.yaml``);
@@ -47,10 +53,15 @@ from clusterkit.sites.profiles import ROOT, Site
 
 CORPUS = ROOT / "tests" / "corpus" / "published"
 MANIFEST = CORPUS / "manifest.yaml"
+# where the scripts of entries marked ``rebuilt`` are written: their text is not kept in the
+# repository, only their origin and digest (benchmarks/collect_corpus.py takes it back from the
+# documentation repositories' snapshots)
+REBUILT = ROOT / "_build" / "corpus" / "published"
 HEADER = """\
 # Job scripts published in the sites' own documentation repositories, with the verdict a
-# correct checker gives. Written by `python -m clusterkit.sites.published CHECKOUT...` (entries
-# and files) and by hand (verdicts, errors, reasons); see clusterkit/sites/published_manifest.py.
+# correct checker gives. Written by `python -m clusterkit.pages.published_collect SITE=CHECKOUT...`
+# (entries and files) and by hand (verdicts, errors, reasons); see
+# clusterkit/sites/published_manifest.py.
 """
 VERDICTS = {"accept", "refuse"}
 
@@ -68,6 +79,19 @@ def dump(manifest: dict, path: Path = MANIFEST) -> None:
     body = yaml.dump(manifest, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(HEADER + body, encoding="utf-8")
+
+
+def script_path(entry: dict) -> Path:
+    """Where an entry's script is: in the corpus folder, or (``rebuilt``) where
+    benchmarks/collect_corpus.py writes the text taken back from the site's repository."""
+    return (REBUILT if entry.get("rebuilt") else CORPUS) / entry["file"]
+
+
+def rebuild_command() -> str:
+    return (
+        "python benchmarks/collect_corpus.py --manifest tests/corpus/published/manifest.yaml "
+        "--out _build/corpus/published"
+    )
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -101,6 +125,23 @@ def fill_placeholders(text: str, site: Site) -> tuple[str, dict[str, str]]:
     return ACCOUNT_DIRECTIVE.sub(sub, text), filled
 
 
+def strip_plugin_options(text: str, site: Site) -> tuple[str, list[str]]:
+    """The script with each ``#SBATCH`` line that gives an option of one of the site's SPANK
+    plugins (Shifter's ``--image``) turned into a comment (``##SBATCH``, which sbatch skips),
+    and the options so removed: a test cluster without the plugin would refuse them."""
+    names = {o.name for p in site.plugins for o in p.options if "sbatch" in o.tools}
+    removed: list[str] = []
+
+    def sub(m: re.Match) -> str:
+        option = m["option"].split("=", 1)[0]
+        if option not in names:
+            return m[0]
+        removed.append(m["option"])
+        return "#" + m[0]
+
+    return re.sub(r"^#SBATCH[ \t]+(?P<option>--[^\s]+)[^\n]*$", sub, text, flags=re.M), removed
+
+
 # --------------------------------------------------------------------------- Slurm's words
 def verdict(accepted: bool) -> str:
     return "accept" if accepted else "refuse"
@@ -122,6 +163,8 @@ def record(manifest: dict, observed: list[dict]) -> int:
         if obs.get("placeholders"):
             slurm["placeholders"] = obs["placeholders"]
             slurm["as_published"] = obs["as_published"]
+        if obs.get("plugin_options"):
+            slurm["plugin_options"] = obs["plugin_options"]
         if entry.get("slurm") != slurm or entry.get("expected") != obs["verdict"]:
             changed += 1
         entry["slurm"] = slurm

@@ -156,6 +156,9 @@ def node_shape(row: dict[str, str]) -> dict[str, Any]:
         "gpus": gpus,
         "arch": row.get("Arch"),
         "partitions": [p for p in row.get("Partitions", "").split(",") if p],
+        "features": sorted(
+            f for f in row.get("AvailableFeatures", "").split(",") if f and f != "(null)"
+        ),
     }
 
 
@@ -265,7 +268,8 @@ def compare(data: dict, live: Live) -> list[Change]:
                     out.append(Change("partitions", name, "removed", line=line))
                 continue
             lp = live.partitions[name]
-            prof_max = duration_seconds(p["max_walltime"])
+            # a partition without a limit of its own is MaxTime=UNLIMITED
+            prof_max = duration_seconds(p["max_walltime"]) if p.get("max_walltime") else None
             if lp["max_walltime_s"] != prof_max:
                 out.append(
                     Change(
@@ -273,7 +277,7 @@ def compare(data: dict, live: Live) -> list[Change]:
                         name,
                         "changed",
                         "max_walltime",
-                        p["max_walltime"],
+                        p.get("max_walltime"),
                         _t(lp["max_walltime_s"]),
                         line_of(data, ["partitions", name, "max_walltime"]),
                     )
@@ -317,14 +321,15 @@ def compare(data: dict, live: Live) -> list[Change]:
                         line_of(data, ["partitions", name, "nodes"]),
                     )
                 )
-            if lp["default"] != bool(p.get("default", False)) and lp["default"]:
+            sched = data["scheduler"]
+            named = sched.get("default_partition") or (sched.get("default_partitions") or [None])[0]
+            if lp["default"] and not p.get("default") and name != named:
                 out.append(
                     Change(
                         "partitions",
                         name,
                         "notice",
-                        note="the live default partition; the profile names "
-                        f"{data['scheduler'].get('default_partition')}",
+                        note=f"the live default partition; the profile names {named}",
                         line=line,
                     )
                 )
@@ -393,13 +398,14 @@ def _compare_nodes(data: dict, live: Live) -> list[Change]:
             by_part.setdefault(p, []).append(n)
     node_types = data.get("node_types", {})
     seen_types: dict[str, list[dict]] = {}
+    mount = {p["constraint"] for p in data.get("paths", {}).values() if p.get("constraint")}
     for pname, p in data.get("partitions", {}).items():
-        nodes = by_part.get(pname)
-        nt_name = p["node_type"]
-        if not nodes or nt_name not in node_types:
-            continue
-        seen_types.setdefault(nt_name, [])
-        for n in nodes:
+        types = [t for t in p.get("node_types") or [p["node_type"]] if t in node_types]
+        for n in by_part.get(pname) or []:
+            nt_name = _type_of(n, types, node_types)
+            if nt_name is None:
+                continue
+            seen_types.setdefault(nt_name, [])
             if n["name"] not in {x["name"] for x in seen_types[nt_name]}:
                 seen_types[nt_name].append(n)
     for nt_name, nodes in seen_types.items():
@@ -434,6 +440,19 @@ def _compare_nodes(data: dict, live: Live) -> list[Change]:
                 ]
             )
             out.append(Change("node_types", nt_name, "changed", key, old, new, line_of(data, path)))
+        features = sorted(set(nt.get("features", ())) | mount)
+        if "features" in n and n["features"] != features:
+            out.append(
+                Change(
+                    "node_types",
+                    nt_name,
+                    "changed",
+                    "features",
+                    features,
+                    n["features"],
+                    line_of(data, ["node_types", nt_name, "features"]),
+                )
+            )
         if n.get("arch") and n["arch"] != nt["arch"]:
             out.append(
                 Change(
@@ -459,6 +478,15 @@ def _compare_nodes(data: dict, live: Live) -> list[Change]:
                 )
             )
     return out
+
+
+def _type_of(node: dict, types: list[str], node_types: dict) -> str | None:
+    """The node type of a partition's node: its only one, or, in a partition that pools
+    several, the one whose features the node has."""
+    if len(types) <= 1:
+        return types[0] if types else None
+    have = set(node.get("features", ()))
+    return next((t for t in types if set(node_types[t].get("features", ())) <= have), None)
 
 
 def _compare_modules(data: dict, live: set[tuple[str, str | None]]) -> list[Change]:

@@ -33,6 +33,15 @@ def site_substitutions() -> dict[str, str]:
             out[f"{s}_successor"] = life["successor"]
         for name, part in site.partitions.items():
             out.update(_partition(f"{s}_{name}".replace("-", "_"), part))
+        if site.default_qos:
+            out[f"{s}_default_qos"] = site.default_qos
+        for name, q in site.qos.items():
+            if q.get("max_walltime"):
+                out[f"{s}_qos_{name}_max_walltime".replace("-", "_")] = q["max_walltime"]
+            for nt, lim in q.get("by_node_type", {}).items():
+                if lim.get("max_walltime"):
+                    key = f"{s}_qos_{name}_{nt}_max_walltime".replace("-", "_")
+                    out[key] = lim["max_walltime"]
     return out
 
 

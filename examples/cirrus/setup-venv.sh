@@ -1,6 +1,8 @@
 #!/bin/bash
 # The Python environment of the Cirrus recipes: a venv on /work, made from HPE Cray Python as
-# EPCC's Python guide describes, with PyTorch's CPU build and TensorFlow's CPU-only wheel.
+# EPCC's Python guide describes (--system-site-packages: the venv sees cray-python's own
+# packages, such as the mpi4py and numpy built for Cirrus), with PyTorch's CPU build and
+# TensorFlow's CPU-only wheel.
 #
 # Run it once on a login node:   bash setup-venv.sh
 # (VENV=/some/other/dir bash setup-venv.sh puts the venv elsewhere; set the same VENV for jobs.)
@@ -12,7 +14,7 @@ module load cray-python     # Python 3.11; no Python module is loaded at login
 # /home/<project>/<project>/<user> -> /work/<project>/<project>/<user>: compute nodes see /work only
 VENV=${VENV:-${HOME/home/work}/venvs/cirrus-ml}
 
-python -m venv "$VENV"
+python -m venv --system-site-packages "$VENV"
 # shellcheck source=/dev/null
 source "$VENV/bin/activate"
 # PyTorch's CPU index: PyPI's Linux torch would also pull in NVIDIA's CUDA libraries.

@@ -310,6 +310,15 @@ REAL_RUNS = [
         2,
     ),
     ("archer2", "pytorch-ddp-gpu.slurm", "pytorch/train_resnet.py", ["--time=00:10:00"], 4),
+    # Perlmutter's: -C gpu picks the GPU nodes by feature (the job names no partition) and
+    # --qos=regular takes it out of the default debug QoS
+    (
+        "perlmutter",
+        "pytorch-ddp-1node.sbatch",
+        "pytorch/train_resnet.py",
+        ["--time=00:10:00", "--ntasks-per-node=2", "--cpus-per-task=1"],
+        2,
+    ),
 ]
 
 
@@ -322,11 +331,12 @@ def test_example_runs_for_real(site, script, trainer, extra, ranks, slurm_env, t
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed in this environment (nox -s slurm provides it)")
     from clusterkit.runs import shimdir, trainlog
+    from clusterkit.runs.programs import copy_program
     from clusterkit.sites.lmod import ensure_modulefiles
 
     env = slurm_env(site)
     shutil.copy(ROOT / "examples" / site / script, tmp_path)
-    shutil.copy(ROOT / "examples" / trainer, tmp_path)
+    copy_program(ROOT / "examples" / trainer, tmp_path)
     run_env = dict(
         env,
         TRAIN_TINY="1",
