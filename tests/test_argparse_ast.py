@@ -46,7 +46,7 @@ def test_every_trainer_is_read_from_its_source():
         data = argparse_ast.read_options(path)
         assert data is not None, f"{path}: its parser can no longer be read from the source"
         flags = {f for o in data["options"] for f in o["flags"]}
-        assert {"--batch-size", "--tiny"} <= flags
+        assert "--tiny" in flags and flags & {"--batch-size", "--global-batch-size"}, path
 
 
 def test_forms_the_reader_follows_and_those_it_leaves_to_the_running_parser(tmp_path):

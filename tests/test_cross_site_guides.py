@@ -37,6 +37,7 @@ GUIDES = [
     "howto/containers.md",
     "howto/interactive.md",
     "howto/job-scripts.md",
+    "howto/own-script.md",
     "howto/pytorch-ddp-one-node.md",
     "howto/troubleshooting.md",
 ]

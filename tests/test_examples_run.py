@@ -3,9 +3,11 @@
 Every job script of a Slurm site that starts one of the trainers runs, unless NOT_RUN says why
 not: a new site's scripts are found here without editing this file. Each runs as written in a
 scratch job directory holding the script and the trainer it starts; the tests set TRAIN_TINY=1
-and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU. The launchers' emulators say
-how many ranks they started (``... K started here``): the trainer must have formed one world of
-exactly those ranks, and a script that asks for several ranks must have run at least two.
+and TRAIN_TINY_STEPS=2 so that the trainers run two steps on CPU, and STEPS=200 for the scripts
+that start a skeleton of examples/skeletons/ (they pass it on as --steps). The launchers'
+emulators say how many ranks they started (``... K started here``): the trainer must have formed
+one world of exactly those ranks, and a script that asks for several ranks must have run at
+least two.
 
 The Hugging Face scripts (``finetune_hf.py`` under ``accelerate launch``) take a model folder and
 a text from ``MODEL`` and ``DATA``, as the language-model scripts below do, and keep Hugging
@@ -49,10 +51,18 @@ TRAINERS = {
     "train_resnet_keras.py": EX / "tensorflow" / "train_resnet_keras.py",
     "finetune_hf.py": EX / "pytorch" / "finetune_hf.py",
     "train_lm.py": EX / "pytorch" / "train_lm.py",
+    "ddp_skeleton.py": EX / "skeletons" / "ddp_skeleton.py",
+    "keras_skeleton.py": EX / "skeletons" / "keras_skeleton.py",
 }
 # Trainers whose every rank prints [train] lines (the language-model trainer's rank 0 prints the
 # loss of all ranks, averaged)
-EVERY_RANK_PRINTS = {"train_resnet.py", "train_resnet_keras.py"}
+EVERY_RANK_PRINTS = {
+    "train_resnet.py",
+    "train_resnet_keras.py",
+    "ddp_skeleton.py",
+    "keras_skeleton.py",
+}
+SKELETON_STEPS = "200"  # two log lines a rank, at steps 100 and 200
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
 # Scripts that start a trainer but do not run here, and why.
@@ -166,7 +176,7 @@ def started_ranks(out: str) -> tuple[int, int]:
     torchrun = _TORCHRUN.findall(out) or _ACCELERATE.findall(out)
     if torchrun:
         return sum(int(k) for _, k in torchrun), sum(int(n) for n, _ in torchrun)
-    srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if "train_" in cmd]
+    srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if any(t in cmd for t in TRAINERS)]
     if srun:
         return srun[-1][1], srun[-1][0]
     return 1, 1
@@ -207,14 +217,14 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request)
     copy_program(trainer, tmp_path)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
     # trainers' own tests cover longer runs, resume and preemption.
-    env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2")
+    env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2", STEPS=SKELETON_STEPS)
     if trainer.name == "finetune_hf.py":
         run_finetune(script, tmp_path, env, request.getfixturevalue("tiny_lm"))
         return
     if trainer.name == "train_lm.py":
         lm = request.getfixturevalue("tiny_lm")
         env.update(MODEL=str(lm["gpt2"]), DATA=str(lm["text"]), HF_HOME=str(tmp_path / "hf"))
-    elif script not in DEFAULT_MODEL:
+    elif script not in DEFAULT_MODEL and trainer.name in TINY_ARCH:
         env["TRAIN_TINY_ARCH"] = TINY_ARCH[trainer.name]
     data = request.getfixturevalue("tiny_shards") if trains_on_data(script) else None
     if data is not None:

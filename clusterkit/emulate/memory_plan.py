@@ -244,7 +244,7 @@ def site_rows(site) -> list[list[str]]:
                     model,
                     how,
                     f"{run.micro_batch} x {run.seq_len}",
-                    f"{nt.gpu_model} ({memory:g} GB)",
+                    nt.gpu_model if "GB" in nt.gpu_model else f"{nt.gpu_model} ({memory:g} GB)",
                     f"{per_gpu:.1f}" + (f" at {run.ranks} ranks" if run.parallel == "fsdp" else ""),
                     "does not fit" if need is None else str(need),
                 ]

@@ -56,8 +56,15 @@ EVERYTHING = (
 EXAMPLES_RUN = "tests/test_examples_run.py::test_job_script_runs[{}]"
 # Tests of sessions of their own (a real Slurm, a browser): nox -t ci runs them.
 OTHER_SESSIONS = ("tests/slurm/", "tests/browser/")
-# those test_examples_run starts
-TRAINERS = ("train_resnet.py", "train_resnet_keras.py", "finetune_hf.py")
+# the programs test_examples_run starts (its TRAINERS)
+TRAINERS = (
+    "train_resnet.py",
+    "train_resnet_keras.py",
+    "train_lm.py",
+    "ddp_skeleton.py",
+    "keras_skeleton.py",
+    "finetune_hf.py",
+)
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh", ".lsf"}
 RESULT_DIRECTIVES = re.compile(r"^[`:]{3,}\{(results-table|results-plot|last-verified)\}", re.M)
 

@@ -42,6 +42,8 @@ TESTS = {
     # none marked stack yet: finetune_hf.py's runs are in the tests session only
     "examples/pytorch/finetune_hf.py": "tests/test_finetune_hf.py",
     "examples/pytorch/train_lm.py": "tests/test_lm_trainer.py",
+    "examples/skeletons/ddp_skeleton.py": "tests/test_skeletons.py",
+    "examples/skeletons/keras_skeleton.py": "tests/test_skeletons.py",
 }
 # What a program needs beside the stack's framework, at the versions requirements/ml.txt pins:
 # a stack whose pages run it gets them in its environment too

@@ -27,6 +27,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+# The oldest release this module runs on (train_resnet.py's, the oldest of the trainers that
+# import it; each trainer checks its own minimum at start-up).
+MINIMUM_VERSIONS = {"torch": "2.1"}
 # Slurm sets these for the GPUs it gives a job or a job step; LSF and jsrun set
 # CUDA_VISIBLE_DEVICES. With --device auto, any of them means the run must get a GPU.
 GPU_JOB_VARIABLES = (

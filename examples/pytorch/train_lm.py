@@ -457,7 +457,8 @@ def read_text(args):
                 f'--data {paths[0]}: no column "{args.text_field}" (has '
                 f"{', '.join(data.column_names)}; see --text-field)"
             )
-        return data.select_columns([args.text_field]).rename_column(args.text_field, "text")
+        data = data.select_columns([args.text_field])
+        return data if args.text_field == "text" else data.rename_column(args.text_field, "text")
     documents = []
     for path in paths:
         if path.is_dir():
@@ -623,8 +624,11 @@ def resume(args, model, optimizer, rank, world, device) -> int:
     state = {"model": model_state, "optim": optim_state}
     try:
         dcp.load(state, checkpoint_id=path)
-    except (RuntimeError, KeyError, ValueError) as exc:  # another model, or --lora-rank
-        first = str(exc).strip().splitlines()[0]
+    except (Exception, dcp.CheckpointException) as exc:  # another model, or --lora-rank
+        failures = getattr(exc, "failures", None)  # a CheckpointException: each rank's error
+        reason = next(iter(failures.values())) if failures else exc
+        reason = reason[0] if isinstance(reason, tuple) else reason
+        first = str(reason).strip().splitlines()[0]
         raise Abort(f"checkpoint {path} does not fit this model: {first[:200]}") from None
     options = StateDictOptions(strict=not args.lora_rank)
     set_state_dict(
@@ -760,11 +764,11 @@ def setup(args):
 
 
 def main(argv=None) -> int:
+    args = parse_args(argv)  # before transformers: --help and option errors need none of it
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
     check_versions("train_lm.py", MINIMUM_VERSIONS, torch, transformers)
-    args = parse_args(argv)
     config = read_config(args)
     tokenizer = load_tokenizer(args)
     if args.tokenize_only:
