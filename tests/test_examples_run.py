@@ -9,6 +9,12 @@ emulators say how many ranks they started (``... K started here``): the trainer 
 one world of exactly those ranks, and a script that asks for several ranks must have run at
 least two.
 
+The Hugging Face scripts (``finetune_hf.py`` under ``accelerate launch``) take a model folder and
+a text from ``MODEL`` and ``DATA``, as the language-model scripts below do, and keep Hugging
+Face's cache in ``HF_HOME``, a scratch folder; the accelerate configuration files a script names
+are copied beside it. Such a run must report one group of the ranks the launchers started and
+leave a model in save_pretrained layout in its output folder.
+
 A script that trains on real data (``--data-dir``) takes the data set's place from ``DATA``,
 which the tests point at a tiny data set made once per session from the ``jpeg_folder``
 fixture: WebDataset shards (examples/data/make_shards.py) for the PyTorch trainer, TFRecord files
@@ -31,6 +37,7 @@ offline.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -50,6 +57,7 @@ EX = ROOT / "examples"
 TRAINERS = {
     "train_resnet.py": EX / "pytorch" / "train_resnet.py",
     "train_resnet_keras.py": EX / "tensorflow" / "train_resnet_keras.py",
+    "finetune_hf.py": EX / "pytorch" / "finetune_hf.py",
     "train_lm.py": EX / "pytorch" / "train_lm.py",
     "ddp_skeleton.py": EX / "skeletons" / "ddp_skeleton.py",
     "keras_skeleton.py": EX / "skeletons" / "keras_skeleton.py",
@@ -125,6 +133,12 @@ _SRUN = re.compile(
     r"(\d+) started here: (.*)"
 )
 _TORCHRUN = re.compile(r"\[torchrun emulator\] (\d+) worker\(s\) per node requested, (\d+) started")
+_ACCELERATE = re.compile(
+    r"\[accelerate emulator\] (\d+) process\(es\) per node on \d+ machine\(s\) requested, "
+    r"(\d+) per node"
+)
+_CONFIG = re.compile(r"--config_file[ =](\S+)")
+_FINETUNE = re.compile(r"^\[finetune\] ranks=(\d+) parallel=(\S+) steps=(\d+) loss=(\S+)", re.M)
 
 
 def runnable_scripts() -> list[tuple[str, str, Path]]:
@@ -243,7 +257,7 @@ def run_job(env: dict, cwd: Path, script: str) -> tuple[subprocess.CompletedProc
 
 def started_ranks(out: str) -> tuple[int, int]:
     """(ranks the emulated launchers started, ranks the script asked for) from their notes."""
-    torchrun = _TORCHRUN.findall(out)
+    torchrun = _TORCHRUN.findall(out) or _ACCELERATE.findall(out)
     if torchrun:
         return sum(int(k) for _, k in torchrun), sum(int(n) for n, _ in torchrun)
     srun = [(int(n), int(k)) for n, k, cmd in _SRUN.findall(out) if any(t in cmd for t in TRAINERS)]
@@ -307,6 +321,9 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
     # trainers' own tests cover longer runs, resume and preemption.
     env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2", STEPS=SKELETON_STEPS)
+    if trainer.name == "finetune_hf.py":
+        run_finetune(script, tmp_path, env, request.getfixturevalue("tiny_lm"))
+        return
     if trainer.name == "train_lm.py":
         lm = request.getfixturevalue("tiny_lm")
         env.update(MODEL=str(lm["gpt2"]), DATA=str(lm["text"]), HF_HOME=str(tmp_path / "hf"))
@@ -342,6 +359,24 @@ def check_evaluated(script: str, out: str) -> None:
     """Rank 0 reported top-1 accuracy on the held-out split at the end of an epoch."""
     evals = [rec for rec in trainlog.parse(out) if rec.kind == "eval"]
     assert evals and "top1" in evals[-1].fields, f"{script}: no [eval] line:\n{out}"
+
+
+def run_finetune(script: str, job: Path, env: dict, tiny: dict[str, Path]) -> None:
+    """A Hugging Face script: its configuration files beside it, the tiny model and text in
+    MODEL and DATA, the cache in scratch. One group of every rank the launchers started trains
+    to a finite loss, and the model is saved where the script says."""
+    for name in _CONFIG.findall((EX / script).read_text(encoding="utf-8")):
+        shutil.copy(EX / "accelerate" / name, job)
+    env = dict(env, HF_HOME=str(job / "hf-home"), MODEL=str(tiny["gpt2"]), DATA=str(tiny["text"]))
+    r, out = run_job(env, job, script)
+    assert r.returncode == 0, f"{r.stderr}\n{out}"
+    ranks, asked = started_ranks(r.stderr + out)
+    if asked > 1:
+        assert ranks >= 2, f"{script} asks for {asked} ranks but ran {ranks}:\n{out}"
+    (done,) = _FINETUNE.findall(out)
+    assert int(done[0]) == ranks and done[2] == "2" and math.isfinite(float(done[3])), out
+    (saved,) = job.glob("finetuned/*/model.safetensors")
+    assert (saved.parent / "tokenizer.json").is_file() and "Traceback" not in out
 
 
 def check_data_read(script: str, data: Path, notes: str, out: str) -> None:

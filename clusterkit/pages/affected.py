@@ -64,6 +64,7 @@ TRAINERS = (
     "train_lm.py",
     "ddp_skeleton.py",
     "keras_skeleton.py",
+    "finetune_hf.py",
 )
 CONVERTERS = ("make_shards.py", "make_tfrecords.py")  # ... and the data converters
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh", ".lsf"}

@@ -20,6 +20,7 @@ SHIMS = (
     "sbcast",
     "scontrol",
     "torchrun",
+    "accelerate",
     "conda",
     "nvidia-smi",
     "module",
