@@ -42,6 +42,8 @@ TRAINERS = {
 
 
 def load(path: Path):
+    if str(path.parent) not in sys.path:  # train_resnet.py imports job_runtime.py beside it
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

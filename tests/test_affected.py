@@ -68,7 +68,13 @@ def test_a_profile_selects_every_page_and_script_of_its_site():
         for s in (ROOT / "examples" / "frontier").glob("*.sbatch")
         if any(re.search(rf"\b{re.escape(t)}\b", s.read_text()) for t in A.TRAINERS)
     ]
-    assert _runs(p) == {A.EXAMPLES_RUN.format(f"frontier/{s.name}") for s in scripts}
+    converts = re.compile(r"python\s+make_(shards|tfrecords)\.py\s")
+    assert _runs(p) == {
+        (A.CONVERSION_RUN if converts.search(s.read_text()) else A.EXAMPLES_RUN).format(
+            f"frontier/{s.name}"
+        )
+        for s in scripts
+    }
     assert "tests/test_profiles.py" in p.targets  # a test module that loads the profile
 
 
@@ -117,8 +123,8 @@ def test_the_runs_it_names_are_the_ones_pytest_collects():
          "tests/test_examples_run.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    collected = set(re.findall(r"^(tests/test_examples_run\.py::test_job_script_runs\[.*\])$",
-                               r.stdout, re.M))  # fmt: skip
+    runs = r"test_(?:job_script|conversion_job)_runs"
+    collected = set(re.findall(rf"^(tests/test_examples_run\.py::{runs}\[.*\])$", r.stdout, re.M))
     named = {
         node
         for s in sorted((ROOT / "examples").glob("*/*"))

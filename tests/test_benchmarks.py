@@ -128,3 +128,36 @@ def test_the_input_pipeline_benchmark_prints_a_record(framework, extra, jpeg_fol
             assert "--data-dir" in record["trainer_commands"][form]
     else:
         assert "trainer_img_s" not in record
+
+
+def test_the_loader_memory_benchmark_prints_a_record(tmp_path):
+    """Each loader process's memory, for the folder and for shards at each shuffle buffer."""
+    out = tmp_path / "record.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_loader_memory.py"),
+            *("--images", "40", "--per-shard", "10", "--workers", "2", "--batches", "2"),
+            *("--batch-size", "4", "--image-size", "32", "--shuffle-buffers", "5", "9"),
+            *("--output", str(out)),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "pytorch-loader-memory" and record["date"]
+    assert record["images"]["count"] == 40 and record["batch_mib"] == round(
+        4 * 3 * 32**2 / 2**20, 1
+    )
+    assert set(record["memory"]) == {
+        "folder",
+        "shards, shuffle buffer 5",
+        "shards, shuffle buffer 9",
+    }
+    for form in record["memory"].values():
+        assert len(form["loader_processes_mib"]) == 2
+        for m in [*form["loader_processes_mib"], form["rank_mib"]]:
+            assert m["rss"] >= m["pss"] >= m["uss"] > 0

@@ -2,8 +2,9 @@
 exception.
 
 Scripts are built from the option tables the emulator itself parses with (sbatch/srun options,
-bsub options, jsrun options, torchrun options), with odd values (zero, negative, huge, empty,
-placeholders, shell variables and arithmetic, quotes, control characters), odd bytes (NUL,
+bsub options, jsrun options, the options of torchrun, accelerate launch and deepspeed), with odd
+values (zero, negative, huge, empty, placeholders, shell variables and arithmetic, quotes,
+control characters), odd bytes (NUL,
 bytes that are not UTF-8, DOS line breaks, binary junk) and odd structure (no shebang,
 directives after the first command or with a space after '#', heterogeneous jobs, unclosed
 quotes, continuation lines, here-documents, compound commands). Each is judged against every
@@ -27,7 +28,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterkit.emulate import lsf_options, slurm_options, torchrun
+from clusterkit.emulate import (
+    accelerate_launch,
+    deepspeed_launch,
+    lsf_options,
+    slurm_options,
+    torchrun,
+)
 from clusterkit.emulate.body import check_command_line
 from clusterkit.emulate.checkjob import check_job_file
 from clusterkit.emulate.jsrun import check_jsrun_line
@@ -120,6 +127,20 @@ def torchrun_option(draw) -> list[str]:
     return [name, draw(values)] if takes else [name]
 
 
+@st.composite
+def accelerate_option(draw) -> list[str]:
+    name = draw(st.sampled_from(accelerate_launch.ALL))
+    flag = draw(st.sampled_from(accelerate_launch.option_strings(name)))
+    return [flag] if name in accelerate_launch.FLAGS else [flag, draw(values)]
+
+
+@st.composite
+def deepspeed_option(draw) -> list[str]:
+    names, takes = draw(st.sampled_from(deepspeed_launch.OPTIONS))
+    name = draw(st.sampled_from(names))
+    return [name, draw(values)] if takes else [name]
+
+
 def _words(option, most: int = 4):
     return st.lists(option, max_size=most).map(lambda groups: [w for g in groups for w in g])
 
@@ -159,6 +180,10 @@ def command(draw) -> str:
         words = ["export", f"SRUN_CPUS_PER_TASK={draw(values)}"]
     elif kind == 6:
         words = ["bsub", *draw(_words(bsub_option(), 2)), *program]
+    elif kind == 7:
+        words = ["srun", "accelerate", "launch", *draw(_words(accelerate_option())), "x.py"]
+    elif kind == 8:
+        words = ["deepspeed", *draw(_words(deepspeed_option())), "train_resnet.py"]
     else:
         words = program or ["true"]
     text = " ".join(draw(st.sampled_from([shlex.quote(w), w])) for w in words)

@@ -323,3 +323,150 @@ def test_a_checkpoint_of_another_model_is_refused(ddp_run, tiny_lm, tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("error: checkpoint ck/step-00000004 does not fit this model"), last
     assert "Traceback" not in r.stderr
+
+
+def write(path: Path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+def broken_model(tmp_path: Path, tiny_lm, what: str) -> str:
+    """A copy of the tiny GPT-2 with one part broken: its config, its tokenizer, its weights."""
+    copy = tmp_path / f"model-{what}"
+    shutil.copytree(tiny_lm["gpt2"], copy)
+    if what == "config":
+        (copy / "config.json").write_text("{not json")
+    elif what == "tokenizer":
+        for f in copy.glob("tokenizer*"):
+            f.unlink()
+    else:
+        for f in copy.glob("*.safetensors"):
+            f.unlink()
+    return str(copy)
+
+
+def dataset_folder(tmp_path: Path, splits: dict[str, list[str]], column: str = "text") -> str:
+    import datasets
+
+    out = tmp_path / "saved"
+    tables = {k: datasets.Dataset.from_dict({column: v}) for k, v in splits.items()}
+    datasets.DatasetDict(tables).save_to_disk(str(out))
+    return str(out)
+
+
+def parquet(tmp_path: Path, column: str) -> str:
+    import datasets
+
+    out = tmp_path / "data.parquet"
+    datasets.Dataset.from_dict({column: tiny_lm_documents()}).to_parquet(str(out))
+    return str(out)
+
+
+# (case) -> (argv beyond --model/--data, the exit status, the start of the one line)
+MORE_ERRORS = {
+    "zero-seq-len": (["--seq-len", "0"], 2, "--seq-len must be at least 1"),
+    "zero-batch": (["--global-batch-size", "0"], 2, "--global-batch-size must be at least 1"),
+    "negative-lora": (["--lora-rank", "-1"], 2, "--lora-rank and --warmup-steps cannot be"),
+    "bad-config": (["MODEL=config"], 2, "error: --model {tmp}/model-config: "),
+    "no-tokenizer": (["MODEL=tokenizer"], 2, "error: --model {tmp}/model-tokenizer: no usable"),
+    "no-weights": (["MODEL=weights"], 2, "error: --model {tmp}/model-weights: cannot load"),
+    "bad-lora-targets": (["--lora-rank", "4", "--lora-targets", "x"], 2, "error: --lora-targets"),
+    "not-parquet": (["DATA=junk.parquet"], 2, "error: --data {tmp}/junk.parquet: not a Parquet"),
+    "parquet-column": (["DATA=parquet:body"], 2, "error: --data {tmp}/data.parquet: no column"),
+    "json-list": (["DATA=list.json"], 2, "error: {tmp}/list.json:1: not JSON"),
+    "not-a-saved-set": (["DATA=emptydir"], 2, "error: --data {tmp}/emptydir: not a save_to_disk"),
+    "no-train-split": (["DATA=saved:test"], 2, "error: --data {tmp}/saved: no train split"),
+    "saved-column": (["DATA=saved:train:body"], 2, "error: --data {tmp}/saved: no column"),
+    "folder-and-file": (["DATA=folder+file"], 2, "error: --data {tmp}/saved: a folder must be"),
+    "too-little-text": (["DATA=short.txt"], 2, "error: --data holds fewer than --seq-len 32"),
+    "uneven-batch": (
+        ["--global-batch-size", "3", "--micro-batch-size", "2"],
+        2,
+        "error: --global-batch-size 3 is not a multiple",
+    ),
+    "fewer-than-a-batch": (["--global-batch-size", "4096"], 2, "error: --data holds"),
+    "unwritable-cache": (["--token-cache", "{tmp}/afile/c"], 1, "error: cannot write the token"),
+    "unwritable-checkpoints": (["--checkpoint-dir", "{tmp}/afile/ck"], 1, "error: cannot write"),
+    "diverges": (["--lr", "1e30"], 1, "error: loss is"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MORE_ERRORS))
+def test_more_bad_input_ends_in_one_line(trainer, tiny_lm, tmp_path, capsys, monkeypatch, case):
+    """Each of these ends the run with one line naming what is wrong, no traceback: options
+    (exit 2), a model folder or data that cannot be read (2), storage that cannot be written
+    and a loss that diverges (1)."""
+    extra, status, start = MORE_ERRORS[case]
+    for key in list(os.environ):
+        if key.startswith(LAUNCH_VARS):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("a file where a folder is wanted")
+    model, data, rest = str(tiny_lm["gpt2"]), [str(tiny_lm["text"])], []
+    for word in extra:
+        if word.startswith("MODEL="):
+            model = broken_model(tmp_path, tiny_lm, word[6:])
+        elif word.startswith("DATA="):
+            data = special_data(tmp_path, word[5:])
+        else:
+            rest.append(word.format(tmp=tmp_path))
+    # small runs, without --tiny (which would replace the sizes some cases give)
+    small = ["--seq-len", "32", "--global-batch-size", "4", "--steps", "2", "--log-every", "1"]
+    argv = ["--model", model, "--data", *data, *small, "--checkpoint-every", "1", *rest]
+    if "--checkpoint-dir" not in rest:
+        argv += ["--checkpoint-dir", str(tmp_path / "ck")]
+    try:
+        code = trainer.run(argv)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == status, err
+    assert start.format(tmp=tmp_path) in err[-1] and "error: " in err[-1], err[-1]
+    assert not any("Traceback" in line for line in err)
+
+
+def special_data(tmp_path: Path, what: str) -> list[str]:
+    if what == "junk.parquet":
+        return [write(tmp_path / "junk.parquet", "not parquet at all")]
+    if what.startswith("parquet:"):
+        return [parquet(tmp_path, what.split(":")[1])]
+    if what == "list.json":
+        return [write(tmp_path / "list.json", "[{broken")]
+    if what == "emptydir":
+        (tmp_path / "emptydir").mkdir()
+        return [str(tmp_path / "emptydir")]
+    if what.startswith("saved:"):
+        split, _, column = what[6:].partition(":")
+        return [dataset_folder(tmp_path, {split: tiny_lm_documents()}, column or "text")]
+    if what == "folder+file":
+        folder = dataset_folder(tmp_path, {"train": tiny_lm_documents()})
+        return [folder, write(tmp_path / "more.txt", "more text\n")]
+    return [write(tmp_path / "short.txt", "too short\n")]
+
+
+def test_a_json_list_and_an_already_finished_run(ddp_run, trainer, tiny_lm, tmp_path, capsys):
+    """A .json file holding a list of records is read like JSON lines; a run whose newest
+    checkpoint is already at its last step says so and trains nothing."""
+    import json
+
+    records = [{"text": t} for t in tiny_lm_documents()]
+    data = write(tmp_path / "list.json", json.dumps(records))
+    cwd, _ = ddp_run
+    shutil.copytree(cwd / "checkpoints" / "step-00000006", tmp_path / "ck" / "step-00000006")
+    argv = ["--model", str(tiny_lm["gpt2"]), "--data", data, "--tiny", "--lr", "3e-3"]
+    os.environ["TRAIN_TINY_STEPS"] = "6"
+    try:
+        assert trainer.run([*argv, "--checkpoint-dir", str(tmp_path / "ck")]) == 0
+    finally:
+        del os.environ["TRAIN_TINY_STEPS"]
+    out = capsys.readouterr().out
+    assert "already trained for 6 steps (of 6): nothing to do" in out
+
+
+def test_memory_report_says_why_a_lora_run_is_not_measured(trainer, tiny_lm, tmp_path, capsys):
+    argv = ["--model", str(tiny_lm["llama"]), "--data", str(tiny_lm["text"]), "--tiny"]
+    argv += ["--lora-rank", "4", "--memory-report", "--checkpoint-dir", str(tmp_path / "ck")]
+    assert trainer.run(argv) == 0
+    err = capsys.readouterr().err
+    assert "--memory-report on a CPU cannot measure a LoRA run" in err

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -120,6 +122,199 @@ def test_make_shards_refuses_a_folder_without_train(tmp_path, capsys):
     (tmp_path / "train" / "empty").mkdir(parents=True)
     with pytest.raises(SystemExit, match="no images in class folders"):
         make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    for flag in ("--jobs", "--report-every"):
+        with pytest.raises(SystemExit):
+            make_shards.main([str(tmp_path), str(tmp_path / "out"), flag, "0"])
+        assert f"{flag} must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        make_shards.main([str(tmp_path), str(tmp_path / "out"), "--val-labels", "none.csv"])
+    assert "--val-labels none.csv: no such file" in capsys.readouterr().err
+    (tmp_path / "train" / "x.jpg").write_bytes(b"")
+    with pytest.raises(SystemExit, match="train/ needs a folder per class"):
+        make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    (tmp_path / "train" / "x.jpg").rename(tmp_path / "train" / "empty" / "x.jpg")
+    gone = tmp_path / "train" / "empty" / "gone.jpg"
+    gone.symlink_to(tmp_path / "nowhere.jpg")  # listed, then unreadable
+    with pytest.raises(SystemExit, match=r"error: \[Errno 2\] No such file or directory: .*"):
+        make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    gone.unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "webdataset", None)  # as if not installed
+        with pytest.raises(SystemExit):
+            make_shards.main([str(tmp_path), str(tmp_path / "out")])
+    assert "writing shards needs webdataset" in capsys.readouterr().err
+    (tmp_path / "val" / "dog").mkdir(parents=True)
+    (tmp_path / "val" / "dog" / "1.jpg").write_bytes(b"")
+    with pytest.raises(SystemExit, match="val/dog: train/ has no class folder of that name"):
+        make_shards.main([str(tmp_path), str(tmp_path / "out")])
+
+
+def shard_contents(folder: Path) -> list[tuple[bytes, int]]:
+    """The (image bytes, class) of every sample of the shards in folder, in shards.json's order."""
+    import webdataset as wds
+
+    index = json.loads((folder / "shards.json").read_text())
+    return [
+        (bytes(sample["jpg"]), int(sample["cls"]))
+        for s in index["shards"]
+        for sample in wds.tariterators.tarfile_samples([{"url": str(folder / s["file"])}])
+    ]
+
+
+def flat_val(jpeg_folder: Path, root: Path) -> dict[str, str]:
+    """A copy of the JPEG folder whose val/ is flat, as ImageNet's is: {image name: class}."""
+    import shutil
+
+    shutil.copytree(jpeg_folder / "train", root / "train")
+    (root / "val").mkdir()
+    classes = {}
+    for n, image in enumerate(sorted((jpeg_folder / "val").glob("*/*"))):
+        name = f"ILSVRC2012_val_{n + 1:08d}.JPEG"
+        shutil.copy(image, root / "val" / name)
+        classes[name] = image.parent.name
+    return classes
+
+
+def test_a_flat_val_folder_takes_its_classes_from_a_labels_file(
+    jpeg_folder, tmp_path, capsys, monkeypatch
+):
+    """Kaggle's LOC_val_solution.csv, the devkit's ground truth (class numbers, named by
+    meta.mat beside it: scipy reads that, stood in here as this environment has no scipy),
+    and lines of an image and its class name or number, all give each image its class."""
+    import types
+
+    make_shards = load(MAKE_SHARDS, "make_shards")
+    src = tmp_path / "src"
+    truth = flat_val(jpeg_folder, src)
+    names, classes = sorted(truth), ["n00000000", "n00000001"]
+    kaggle = "ImageId,PredictionString\n\n" + "".join(
+        f"{Path(n).stem},{truth[n]} 1 2 30 40 {truth[n]} 3 4 5 6\n" for n in reversed(names)
+    )
+    ids = {"n00000000": 7, "n00000001": 3}  # ILSVRC2012_IDs are not in class-name order
+    devkit = "".join(f"{ids[truth[n]]}\n" for n in names)
+    synsets = [(7, "n00000000", "a", "", 0), (3, "n00000001", "b", "", 0), (1001, "n0", "", "", 2)]
+    fake = types.ModuleType("scipy.io")
+    fake.loadmat = lambda path, squeeze_me: (
+        {"synsets": synsets} if path.endswith("meta.mat") else {}
+    )
+    monkeypatch.setitem(sys.modules, "scipy", types.ModuleType("scipy"))
+    monkeypatch.setitem(sys.modules, "scipy.io", fake)
+    (tmp_path / "devkit").mkdir()
+    (tmp_path / "devkit" / "meta.mat").write_bytes(b"stand-in")
+    files = {
+        "LOC_val_solution.csv": kaggle,
+        "devkit/ILSVRC2012_validation_ground_truth.txt": devkit,
+        "names.txt": "".join(f"{n} {truth[n]}\n" for n in names),
+        "numbers.txt": "".join(f"{Path(n).stem}\t{classes.index(truth[n])}\n" for n in names),
+    }
+    for k, (file, text) in enumerate(files.items()):
+        (tmp_path / file).write_text(text)
+        out = tmp_path / f"out{k}"
+        argv = [str(src), str(out), "--per-shard", "3", "--val-labels", str(tmp_path / file)]
+        assert make_shards.main(argv) == 0, file
+        got = shard_contents(out / "val")
+        assert got == [((src / "val" / n).read_bytes(), classes.index(truth[n])) for n in names]
+    assert "val: 4 images of 2 classes in 2 shard(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("labels", "says"),
+    [
+        (None, "{src}/val holds 4 images in no class folder: give their classes with --val-labels"),
+        ("ILSVRC2012_val_00000001 n00000000\n", "no class for ILSVRC2012_val_00000002.JPEG (3 "),
+        ("ILSVRC2012_val_00000001 n0000000x\n", "{file}:1: 'n0000000x' is neither a class folder"),
+        ("a b c\n", "{file}:1: expected an image and its class, not 3 words"),
+        ("1\n2\n3\n", "{file}: 3 class numbers for 4 images"),
+        ("1\n2\n3\n4\n", "its class numbers are named in the devkit's meta.mat, which is not"),
+        (b"\xff\xfe\x00", "--val-labels {file}: cannot be read ('utf-8' codec can't decode"),
+        ("7\n7\n3\n5\n", "{file}:4: class number 5 is not in {meta}"),
+        ("7\n7\n3\n3\n", "{meta}: reading the devkit's meta.mat needs scipy (pip install scipy)"),
+    ],
+)
+def test_a_flat_val_folder_without_its_classes_stops_before_any_shard(
+    jpeg_folder, tmp_path, monkeypatch, labels, says
+):
+    import types
+
+    make_shards = load(MAKE_SHARDS, "make_shards")
+    src, out, file = tmp_path / "src", tmp_path / "out", tmp_path / "labels.txt"
+    meta = tmp_path / "meta.mat"
+    flat_val(jpeg_folder, src)
+    argv = [str(src), str(out)]
+    if isinstance(labels, bytes):
+        file.write_bytes(labels)
+    elif labels is not None:
+        file.write_text(labels)
+    if labels is not None:
+        argv += ["--val-labels", str(file)]
+    if "scipy" in says:  # meta.mat, and no scipy to read it
+        meta.write_bytes(b"")
+        monkeypatch.setitem(sys.modules, "scipy.io", None)
+    elif "class number 5" in says:  # a stand-in scipy reading a stand-in meta.mat
+        meta.write_bytes(b"")
+        fake = types.ModuleType("scipy.io")
+        fake.loadmat = lambda path, squeeze_me: {
+            "synsets": [(7, "n00000000", "", "", 0), (3, "n00000001", "", "", 0)]
+        }
+        monkeypatch.setitem(sys.modules, "scipy", types.ModuleType("scipy"))
+        monkeypatch.setitem(sys.modules, "scipy.io", fake)
+    with pytest.raises(SystemExit) as stopped:
+        make_shards.main(argv)
+    assert says.format(src=src, file=file, meta=meta) in str(stopped.value)
+    assert str(stopped.value).startswith("error: ") and "\n" not in str(stopped.value)
+    assert not list(out.rglob("*.tar"))  # listed and labelled before any shard is written
+
+
+def test_a_stopped_parallel_conversion_resumes_keeping_its_whole_shards(jpeg_folder, tmp_path):
+    """make_shards.py --jobs 2, killed after its first shards; run again, it keeps the shards
+    written whole and writes the rest, with a progress line per shard. A shard cut short and
+    a partial file (what a kill leaves) are written again; the result is a conversion's that
+    was never stopped."""
+    src, out = str(jpeg_folder), tmp_path / "out"
+    argv = [sys.executable, str(MAKE_SHARDS), src, str(out), "--per-shard", "1"]
+    argv += ["--jobs", "2", "--report-every", "1"]
+    proc = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        first = proc.stderr.readline()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the writers too, as the end of a job does
+        proc.wait(timeout=TIMEOUT)
+        time.sleep(1)  # a rename under way when the signal came completes
+    assert re.fullmatch(r"train: 1/16 shards, [\d.]+ images/s, \d+:\d\d:\d\d left\n", first)
+    written = sorted(out.glob("train/shard-*.tar"))
+    assert 1 <= len(written) and not (out / "train" / "shards.json").exists()
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0, again.stderr
+    kept = len(written)
+    if kept < 16:
+        assert f"train: {kept} shard(s) already written whole: kept" in again.stderr
+    assert "train: 16/16 shards" in again.stderr and "val: 4/4 shards" in again.stderr
+
+    whole = shard_contents(out / "train")
+    cut = out / "train" / "shard-000005.tar"
+    cut.write_bytes(cut.read_bytes()[:1000])
+    (out / "train" / "shard-000009.tar").unlink()
+    (out / "train" / ".shard-000009.partial").write_bytes(b"a killed writer's")
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "train").glob("shard-*.tar")}
+    third = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+    assert third.returncode == 0, third.stderr
+    assert "train: 14 shard(s) already written whole: kept" in third.stderr
+    assert "train: 16/16 shards" in third.stderr and "val: 4 shard(s) already" in third.stderr
+    rewritten = {
+        p.name
+        for p in (out / "train").glob("shard-*.tar")
+        if p.stat().st_mtime_ns != stamps.get(p.name)
+    }
+    assert rewritten == {"shard-000005.tar", "shard-000009.tar"}
+    assert not list(out.rglob("*.partial")) and shard_contents(out / "train") == whole
+    fresh = tmp_path / "fresh"
+    make_shards = load(MAKE_SHARDS, "make_shards")
+    assert make_shards.main([src, str(fresh), "--per-shard", "1", "--report-every", "5"]) == 0
+    assert shard_contents(fresh / "train") == whole
+    with pytest.raises(SystemExit, match="holds shards of another conversion"):
+        make_shards.main([src, str(fresh), "--per-shard", "2"])
 
 
 # --------------------------------------------------------------------------- training on shards
@@ -227,9 +422,6 @@ def test_shards_that_cannot_be_read_are_named(trainer, bare_env, tmp_path, shard
     args = trainer.parse_args(["--data-dir", str(tmp_path / "bad"), "--workers", "0"])
     with pytest.raises(trainer.Abort, match=r"broken.tar: not a readable tar file"):
         trainer.make_batches(args, "train", 0, 1, torch.device("cpu"), 2)
-    few = trainer.parse_args(["--data-dir", str(shards), "--workers", "0"])
-    with pytest.raises(trainer.Abort, match=r"8 shard\(s\) for 9 ranks: write at least one"):
-        trainer.make_batches(few, "train", 0, 9, torch.device("cpu"), 2)
     dali = trainer.parse_args(["--data-dir", str(shards), "--loader", "dali"])
     with pytest.raises(trainer.Abort, match="--loader dali reads image folders"):
         trainer.make_batches(dali, "train", 0, 1, torch.device("cpu"), 2)
@@ -251,7 +443,11 @@ def test_an_index_that_promises_more_samples_ends_the_run_naming_it(
     args = trainer.parse_args(["--data-dir", str(data), "--workers", "0", "--batch-size", "2"])
     batches = trainer.make_batches(args, "train", 0, 1, torch.device("cpu"), 2)
     batches.start(0, 0)
-    with pytest.raises(trainer.Abort, match=r"hold 16 samples, fewer than their index says \(24"):
+    with pytest.raises(
+        trainer.Abort,
+        match=r"shard-00000\d.tar: holds 2 samples, fewer than its index says \(at least 3\): "
+        "write shards.json again",
+    ):
         list(batches)
 
 
@@ -272,9 +468,70 @@ def test_shards_without_an_index_are_counted(trainer, bare_env, tmp_path, shards
     assert trainer.classes_of(args, data / "train") == 7
 
 
-def test_shards_are_dealt_evenly(trainer):
-    dealt = trainer.deal_shards([(f"s{i}", n) for i, n in enumerate([5, 5, 5, 3, 2, 2])], 3)
-    assert sorted(sum(n for _, n in reader) for reader in dealt) == [7, 7, 8]
+def test_a_reader_skips_into_a_shard_past_members_of_no_sample(trainer, tmp_path):
+    """A shard's samples are counted as the trainer counts them: a member without an
+    extension, a directory and a sample without a class are no samples."""
+    path = tmp_path / "odd.tar"
+    with tarfile.open(path, "w") as tar:
+        for name, data in [
+            ("README", b"notes"),
+            ("a.jpg", b"no class"),
+            ("b.jpg", b"image b"),
+            ("b.cls", b"1"),
+            ("c.JPG", b"image c"),
+            ("c.cls", b"0"),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        tar.addfile(tarfile.TarInfo("folder/"), None)  # a directory member
+    assert list(trainer.shard_range(str(path), 1, 1)) == [(b"image c", 0)]
+    assert list(trainer.shard_range(str(path), 0, 2)) == [(b"image b", 1), (b"image c", 0)]
+    with pytest.raises(trainer.DataError, match=r"odd.tar: holds 2 samples, fewer than its"):
+        list(trainer.shard_range(str(path), 1, 2))
+
+
+IMAGENET_TRAIN = 1_281_167  # images in ImageNet-1k's training set
+
+
+@pytest.mark.parametrize("per_shard", [1000, 2000, 10000])
+@pytest.mark.parametrize("batch", [64, 256])
+def test_imagenet_on_16_ranks_x_6_loaders_leaves_under_a_batch_per_reader(
+    trainer, per_shard, batch
+):
+    """ImageNet's training set in shards as make_shards.py writes them, dealt by the trainer to
+    Frontier's recipe's readers (16 ranks x 6 loader processes): every reader gets the same
+    whole number of batches, each sample goes to one reader at most, less than one batch per
+    reader is left over, and each epoch deals differently. (Dealt whole shard by shard, the
+    same sets left 4.1 to 25.2 % unread every epoch at a batch of 256.)"""
+    counts = [per_shard] * (IMAGENET_TRAIN // per_shard) + [IMAGENET_TRAIN % per_shard]
+    readers = 16 * 6
+    deals = [trainer.deal_samples(counts, readers, batch, trainer.seed_of(0, e)) for e in (0, 1)]
+    for dealt in deals:
+        shares = [sum(n for *_, n in pieces) for pieces in dealt]
+        assert len(set(shares)) == 1 and shares[0] % batch == 0
+        assert 0 <= IMAGENET_TRAIN - sum(shares) < readers * batch
+        taken: dict[int, list[tuple[int, int]]] = {}
+        for pieces in dealt:
+            # a share is whole shards but for its two ends (and the short last shard)
+            assert len(pieces) <= shares[0] // per_shard + 3
+            for shard, first, n in pieces:
+                assert n > 0 and 0 <= first and first + n <= counts[shard]
+                taken.setdefault(shard, []).append((first, first + n))
+        for ranges in taken.values():  # no sample twice
+            ranges.sort()
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
+    assert deals[0] != deals[1]
+
+
+def test_held_out_samples_are_all_dealt_in_shares_one_apart(trainer):
+    counts = [3, 5, 1, 7, 4]
+    dealt = trainer.deal_samples(counts, 4, batch=8)  # no key: evaluation, in shard order
+    assert [sum(n for *_, n in pieces) for pieces in dealt] == [5, 5, 5, 5]
+    assert [piece for pieces in dealt for piece in pieces] == [
+        (0, 0, 3), (1, 0, 2), (1, 2, 3), (2, 0, 1), (3, 0, 1), (3, 1, 5), (3, 6, 1), (4, 0, 4)
+    ]  # fmt: skip
+    assert trainer.deal_samples([2], 3, batch=1) == [[], [(0, 0, 1)], [(0, 1, 1)]]
 
 
 # --------------------------------------------------------------------------- loader processes
@@ -527,8 +784,8 @@ def test_a_fork_server_that_fails_in_any_way_gives_way_to_fork(trainer, monkeypa
 
 
 def test_how_a_loader_process_ended_is_said_in_words(trainer):
-    assert trainer.exit_status(-9) == "killed by signal SIGKILL"
-    assert trainer.exit_status(255) == "exited with status 255"
+    assert trainer.job_runtime.exit_status(-9) == "killed by signal SIGKILL"
+    assert trainer.job_runtime.exit_status(255) == "exited with status 255"
 
 
 def test_errors_of_the_loader_other_than_a_death_pass_through(trainer, monkeypatch):
@@ -560,20 +817,36 @@ def test_shards_need_webdataset(trainer, monkeypatch):
         trainer.import_webdataset()
 
 
-def test_shards_more_loaders_than_shards_and_uneven_readers_warn(trainer, bare_env, shards, capsys):
+def test_more_loaders_than_batches_and_more_readers_than_shards(trainer, bare_env, shards, capsys):
+    """Loader processes beyond those that get a batch each are not started; readers need not
+    have a shard each: 16 images in 8 shards are read by 3 readers, 4 each (12 images an
+    epoch, a different 4 left over each epoch), or by 8 ranks, a shard each."""
     import torch
 
     cpu = torch.device("cpu")
-    argv = ["--data-dir", str(shards), "--image-size", "16", "--batch-size", "4"]
-    args = trainer.parse_args([*argv, "--workers", "5", "--batch-size", "2"])
+    argv = ["--data-dir", str(shards), "--image-size", "16", "--batch-size", "2"]
+    args = trainer.parse_args([*argv, "--workers", "5"])
     batches = trainer.make_batches(args, "train", 0, 2, cpu, 2)
-    assert args.workers == 4  # 8 shards for 2 ranks
-    assert "8 shard(s) for 2 rank(s): 4 loader process(es) each" in capsys.readouterr().err
-    assert len(batches) == 4  # 4 readers of one shard of 2 images each
-    args = trainer.parse_args([*argv, "--workers", "3", "--mp-start-method", "fork"])
+    assert args.workers == 4 and len(batches) == 4  # 16 images: 4 batches of 2 per rank
+    assert "16 training images fill batches of 2 for 4 loader process(es) on each of 2 rank(s)" in (
+        capsys.readouterr().err
+    )
+    args = trainer.parse_args([*argv, "--batch-size", "4", "--workers", "3"])
+    args.mp_start_method = "fork"
     batches = trainer.make_batches(args, "train", 0, 1, cpu, 2)
-    assert len(batches) == 3  # readers of 6, 6 and 4 images: one batch each
-    assert "4 of 16 training images go unread each epoch" in capsys.readouterr().err
+    assert len(batches) == 3 and capsys.readouterr().err == ""
+    labels = []
+    for epoch in (0, 1):
+        batches.start(epoch, 0)
+        labels.append([tuple(lab.tolist()) for _, lab in batches])
+        assert [len(batch) for batch in labels[-1]] == [4, 4, 4]
+    single = trainer.parse_args([*argv, "--workers", "0"])
+    for rank in (0, 7):
+        batches = trainer.make_batches(single, "train", rank, 8, cpu, 2)
+        batches.start(0, 0)
+        assert [len(lab) for _, lab in batches] == [2]
+    nine = trainer.make_batches(single, "train", 0, 9, cpu, 2)
+    assert len(nine) == 0  # 16 images, 18 in one batch on each rank: main() stops, saying so
 
 
 def test_shards_for_evaluation_and_for_the_gpu_decoder(trainer, bare_env, shards, tmp_path):

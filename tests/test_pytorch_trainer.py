@@ -598,7 +598,9 @@ def test_out_of_memory_and_ctrl_c_end_without_a_traceback(
 ):
     """What run() makes of them: the GPU's out-of-memory error (which a CPU cannot raise here,
     so main is made to raise it) in one line, Ctrl-C as status 130."""
-    error = trainer.OutOfMemoryError if raised == "OutOfMemoryError" else KeyboardInterrupt
+    import job_runtime  # beside the trainer, which reports its errors in one line
+
+    error = job_runtime.OutOfMemoryError if raised == "OutOfMemoryError" else KeyboardInterrupt
 
     def main(argv):
         raise error("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -989,7 +991,6 @@ def test_gpu_decoding_path_crops_what_the_cpu_loader_crops(trainer, jpeg_folder,
         (["--loader", "dali"], "cpu", "--loader dali: it decodes on a GPU and this run has none"),
         (["--loader", "gpu-decode"], "cpu", "--loader gpu-decode: it decodes on a GPU"),
         (["--loader", "dali"], "cuda", "--loader dali needs NVIDIA DALI"),
-        (["--loader", "dali"], "rocm", "--loader dali: DALI is built for NVIDIA GPUs only"),
     ],
 )
 def test_a_gpu_loader_that_cannot_work_stops_at_once(
@@ -1007,6 +1008,30 @@ def test_a_gpu_loader_that_cannot_work_stops_at_once(
         trainer.check_loader(
             args, torch.device(device, 0) if device == "cuda" else torch.device(device)
         )
+
+
+@pytest.mark.parametrize(
+    ("loader", "why"),
+    [
+        ("gpu-decode", "torchvision decodes JPEGs on NVIDIA GPUs only (nvJPEG); use --loader cpu"),
+        ("dali", "DALI is built for NVIDIA GPUs only; use --loader cpu"),
+    ],
+)
+@pytest.mark.parametrize("tiny", [[], ["--tiny"]])
+def test_the_gpu_loaders_are_refused_on_rocm_in_one_line(
+    trainer, bare_env, own_signals, capsys, jpeg_folder, tmp_path, loader, why, tiny
+):
+    """A ROCm build of PyTorch (torch.version.hip set, as on Frontier; stood in here, where the
+    build is CPU-only) stops a run with either GPU loader at once, --tiny runs too: the job
+    script, not the node, is what needs changing."""
+    import torch
+
+    bare_env.setattr(torch.version, "hip", "7.1.2")
+    argv = [*tiny, "--loader", loader, "--data-dir", str(jpeg_folder), "--device", "cpu"]
+    code, line = one_line_error(trainer, capsys, [*argv, "--checkpoint-dir", str(tmp_path / "c")])
+    assert code == 1
+    assert line == f"error: --loader {loader}: {why}, and this PyTorch is built for ROCm (7.1.2)"
+    assert not (tmp_path / "c").exists()  # stopped before any step
 
 
 def test_gpu_decode_on_a_torchvision_without_its_decoders_points_to_dali(

@@ -59,6 +59,7 @@ CONTRACTS_DIR = ROOT / "contracts"
 CACHE_DIR = CACHE_ROOT / "contracts"
 # Imported by the project's examples and by the benchmarks, but not needed to build a parser.
 HEAVY = ("torch", "torchvision", "tensorflow", "keras", "horovod", "apex", "jax", "mpi4py")
+HEAVY += ("transformers", "datasets", "accelerate", "peft", "tokenizers", "safetensors")
 
 # --------------------------------------------------------------------------- stubbed introspection
 _STUB_PROBE = r"""

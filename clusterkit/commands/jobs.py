@@ -5,8 +5,8 @@ emulation (:mod:`clusterkit.emulate`) and registered under its name:
 * ``salloc OPTIONS [COMMAND]``: the allocation, judged like a batch job with those options;
 * a launcher the site's profile lists (``srun``, ``mpirun``, ...): typed at a login node, the
   allocation it makes or the running job it joins; else a step of the job it runs in, with the
-  command it starts handed to that command's own judge; ``jsrun`` and ``torchrun`` by their
-  launch rules;
+  command it starts handed to that command's own judge; ``jsrun``, ``torchrun``, ``accelerate
+  launch`` and ``deepspeed`` by their launch rules;
 * a site's wrappers of a Slurm client (Bede's ``ghbatch``): the client's options, a new
   allocation on the partitions the wrapper serves;
 * ``module`` / ``ml``: the site's module inventory;
@@ -104,8 +104,10 @@ def launch_line(path: Path | str, line: int, words: list[str], site: Site) -> Re
     return _body.check_command_line(path, line, words, site)
 
 
-@register("torchrun")
+@register("torchrun", "accelerate", "deepspeed")
 def torchrun(page, line: int, words: list[str], site: Site, snippet: str = "") -> list[Finding]:
+    """``torchrun``, ``accelerate launch``, ``deepspeed``: launchers that start the processes of
+    one node, judged by their own option tables and launch rules in a job of the site."""
     return launch_line(page, line, words, site).findings
 
 

@@ -45,6 +45,7 @@ def check(page, line: int, words: list[str], site: Site) -> tuple[list[Finding],
     """(findings, how many paths were judged) for a ``cd``/``mkdir``/``source`` command."""
     findings, judged = [], 0
     for path in path_args(words):
+        path = _site_variable(path, site)
         if not path.startswith("/"):
             continue
         judged += 1
@@ -52,6 +53,22 @@ def check(page, line: int, words: list[str], site: Site) -> tuple[list[Finding],
         if finding is not None:
             findings.append(finding)
     return findings, judged
+
+
+_LEADING_VARIABLE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))(?=/|$)")
+
+
+def _site_variable(path: str, site: Site) -> str:
+    """``$PROJECTDIR/x`` as the path the site's variable holds (``/projects/<project>/x``),
+    for a variable the profile gives a file system (``variable:``); else ``path``."""
+    m = _LEADING_VARIABLE.match(path.strip("'\""))
+    if m is None:
+        return path
+    name = m[1] or m[2]
+    for place in site.data.get("paths", {}).values():
+        if place.get("variable") == name:
+            return place["path"] + path.strip("'\"")[m.end() :]
+    return path
 
 
 def judge(page, line: int, path: str, site: Site) -> Finding | None:

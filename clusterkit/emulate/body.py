@@ -38,6 +38,7 @@ class Placement:
     # GPUs per node the step asks for itself (srun --gpus-per-task, ...; None: none named). In a
     # job that holds whole nodes without naming GPUs, these are the GPUs the step gets.
     gpus_asked: int | None = None
+    nodes: int | None = None  # the nodes it starts the command on (None: not known)
 
 
 @dataclass

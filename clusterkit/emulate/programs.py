@@ -2,6 +2,9 @@
 against the GPUs it sees, and ``python script.py --flags`` against the script's own
 command-line contract (its argument parser, or a third-party contract under ``contracts/``).
 
+``python -m accelerate.commands.launch`` and ``python -m deepspeed.launcher.runner`` go to the
+judges of ``accelerate launch`` and ``deepspeed`` (:mod:`clusterkit.emulate.hf_launchers`).
+
 A program started straight from the batch script, not by a launcher, runs where the script
 runs: under LSF that is the launch node, not a compute node, which is said.
 """
@@ -24,6 +27,11 @@ from clusterkit.sites.root import ROOT
 
 # The section of docs/contributing.md that says how to add a third-party program's contract
 CONTRACTS_SECTION = "Script contracts"
+# Launchers run as modules, and the command each stands for (judged by that command's judge)
+LAUNCHER_MODULES = {
+    "accelerate.commands.launch": ["accelerate", "launch"],
+    "deepspeed.launcher.runner": ["deepspeed"],
+}
 # How a job asks for the GPUs of its nodes, by scheduler
 GPU_REQUESTS = {"slurm": "--gres=gpu:N, --gpus-per-node=N or --gpus=N", "lsf": "jsrun -g N"}
 
@@ -45,6 +53,8 @@ def judge_python(ctx: Context, line: int, words: list[str], placement: Placement
     args = ctx.expanded(words[1:])
     if args[:2] == ["-m", "torch.distributed.run"]:
         check_torchrun(ctx, line, args[2:], placement)
+    elif args[:2] in (["-m", name] for name in LAUNCHER_MODULES):
+        ctx.judge(line, [*LAUNCHER_MODULES[args[1]], *args[2:]], placement)
     elif args and args[0].endswith(".py"):
         check_python_invocation(ctx, line, args[0], args[1:], placement)
 
@@ -201,12 +211,17 @@ def check_gpu_request(
         return
     outcome = "trains on the CPU" if device == "auto" else "stops at start-up"
     ask = GPU_REQUESTS.get(ctx.site.scheduler, "the scheduler's GPU request")
+    options = argparse_ast.read_options(target)
+    flags = {f for o in (options or {}).get("options", []) for f in o["flags"]}
+    if options is not None and "--device" not in flags:  # no choice of device: the GPU or not
+        how, cpu = f"it {outcome}", ""
+    else:
+        how, cpu = f"with --device {device} it {outcome}", ", or pass --device cpu"
     ctx.add(
         line,
         "gpu-not-requested",
         f"{Path(script).name} runs on {part.name} nodes ({node.gpus} x {node.gpu_model} each), "
-        f"but the job holds none of their GPUs, so with --device {device} it {outcome}: ask "
-        f"for them ({ask}), or pass --device cpu",
+        f"but the job holds none of their GPUs, so {how}: ask for them ({ask}){cpu}",
     )
 
 

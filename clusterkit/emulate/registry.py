@@ -31,6 +31,7 @@ JUDGE_MODULES = (
     "clusterkit.emulate.podman_hpc",
     "clusterkit.emulate.modules",
     "clusterkit.emulate.programs",
+    "clusterkit.emulate.hf_launchers",
     "clusterkit.emulate.wrappers",
     "clusterkit.emulate.sbcast",
     "clusterkit.emulate.hub",

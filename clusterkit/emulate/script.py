@@ -387,6 +387,9 @@ def not_evaluable(value: str) -> str | None:
     return "it is the output of a command"
 
 
+_UNKNOWN_OUTPUT = re.compile(r"\$\((?!\()|`")
+
+
 def expand_fields(words: list[str], env: dict[str, str]) -> list[str]:
     """Expand each word, and split one whose expansion holds blanks into fields, as bash does
     with an unquoted ``$ARGS`` (``srun ${SHARED_ARGS} prog``); the quoting of the original is
@@ -394,7 +397,9 @@ def expand_fields(words: list[str], env: dict[str, str]) -> list[str]:
     out: list[str] = []
     for word in words:
         value = expand(word, env)
-        if "$" in word and value != word and any(c.isspace() for c in value):
+        if _UNKNOWN_OUTPUT.search(value):
+            out.append(value)  # a command's output, not known here: one word stands for it
+        elif "$" in word and value != word and any(c.isspace() for c in value):
             out.extend(value.split())
         else:
             out.append(value)

@@ -300,13 +300,18 @@ def option_message(exc: Exception) -> str:
 def close_options(tool: str, word: str, release: str | None = None) -> list[str]:
     """Options of ``tool`` (in Slurm ``release``) a misspelt ``word`` (``--partion=gpu``) is
     near, for a hint."""
+    longs, _ = _tables(tool, release)
+    return close_words(word, [f"--{n}" for n in longs])
+
+
+def close_words(word: str, options: list[str]) -> list[str]:
+    """Of ``options`` (``--num_processes``, ...), those a misspelt ``word`` (``--num_proceses=8``)
+    is near, nearest first: the hint of "did you mean ...?" for any tool's options."""
     import difflib
 
-    name = word.split("=", 1)[0]
-    longs, _ = _tables(tool, release)
-    return [
-        f"--{n}" for n in difflib.get_close_matches(name.lstrip("-"), list(longs), n=3, cutoff=0.8)
-    ]
+    name = word.split("=", 1)[0].lstrip("-")
+    by_name = {o.lstrip("-"): o for o in options}
+    return [by_name[n] for n in difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.8)]
 
 
 # --------------------------------------------------------------------------- value grammars

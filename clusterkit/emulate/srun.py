@@ -371,7 +371,12 @@ def judge_srun(ctx: Context, line: int, words: list[str], placement: Placement |
             ctx.report, step_plan(ctx, step, nodes), _rank_writer(ctx.step_id, step, nodes, shape)
         )
         where = Placement(
-            "srun", step.tasks_per_node, shape.gpus_per_node, shape.partition, step.gpus_asked
+            "srun",
+            step.tasks_per_node,
+            shape.gpus_per_node,
+            shape.partition,
+            step.gpus_asked,
+            nodes=step.nodes,
         )
         ctx.judge(line, step.command, where)
     ctx.step_id += 1 if steps else 0

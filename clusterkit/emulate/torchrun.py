@@ -1,6 +1,6 @@
 """torchrun's options (torch.distributed.run), for checking launch lines without importing torch.
 
-tests/test_torchrun_contract.py compares this table with torch's own parser, so a torch release
+tests/test_launcher_contracts.py compares this table with torch's own parser, so a torch release
 that renames an option fails CI.
 """
 
@@ -37,6 +37,11 @@ OPTIONS: list[tuple[tuple[str, ...], bool]] = [
     (("--event-log-handler", "--event_log_handler"), True),
     (("--virtual-local-rank", "--virtual_local_rank"), False),
     (("--signals-to-handle", "--signals_to_handle"), True),
+    (("--shutdown-timeout", "--shutdown_timeout"), True),
+    (("--duplicate-stdout-filters", "--duplicate_stdout_filters"), True),
+    (("--duplicate-stderr-filters", "--duplicate_stderr_filters"), True),
+    (("--log-line-prefix-template", "--log_line_prefix_template"), True),
+    (("--print-completion", "--print_completion"), True),
 ]
 
 

@@ -30,11 +30,28 @@ NO_VALUE = {
 }
 
 
+# argparse's own constants, as a parser's source names them (nargs=argparse.REMAINDER)
+ARGPARSE_CONSTANTS = {
+    "REMAINDER": "...",
+    "OPTIONAL": "?",
+    "ZERO_OR_MORE": "*",
+    "ONE_OR_MORE": "+",
+    "SUPPRESS": "==SUPPRESS==",
+}
+
+
 def _literal(node: ast.AST | None, names: dict[str, object]) -> object:
     if node is None:
         return None
     if isinstance(node, ast.Name) and node.id in names:
         return names[node.id]
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "argparse"
+        and node.attr in ARGPARSE_CONSTANTS
+    ):
+        return ARGPARSE_CONSTANTS[node.attr]
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):

@@ -33,6 +33,8 @@ COMMANDS = {
     "bsub",
     "jsrun",
     "torchrun",
+    "accelerate",
+    "deepspeed",
     "mpirun",
     "mpiexec",
     "module",

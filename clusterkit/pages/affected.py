@@ -62,6 +62,7 @@ EVERYTHING = (
     "ci/",
 )
 EXAMPLES_RUN = "tests/test_examples_run.py::test_job_script_runs[{}]"
+CONVERSION_RUN = "tests/test_examples_run.py::test_conversion_job_runs[{}]"
 # Tests of sessions of their own (a real Slurm, a browser): nox -t ci runs them.
 OTHER_SESSIONS = ("tests/slurm/", "tests/browser/")
 # the programs test_examples_run starts (its TRAINERS)
@@ -71,7 +72,9 @@ TRAINERS = (
     "train_lm.py",
     "ddp_skeleton.py",
     "keras_skeleton.py",
+    "finetune_hf.py",
 )
+CONVERTERS = ("make_shards.py", "make_tfrecords.py")  # ... and the data converters
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh", ".lsf"}
 RESULT_DIRECTIVES = re.compile(r"^[`:]{3,}\{(results-table|results-plot|last-verified)\}", re.M)
 # What makes a test need PyTorch and TensorFlow (.nox/_ml) rather than the small environment.
@@ -199,7 +202,8 @@ def _site_scheduler() -> dict[str, str]:
 
 
 def example_run(rel: str) -> str | None:
-    """The node of tests/test_examples_run.py that runs this job script, if it has one."""
+    """The node of tests/test_examples_run.py that runs this job script, if it has one (a job
+    that runs a converter has its own test)."""
     path = ROOT / rel
     parts = Path(rel).parts
     if len(parts) != 3 or parts[0] != "examples" or path.suffix not in JOB_SUFFIXES:
@@ -209,6 +213,8 @@ def example_run(rel: str) -> str | None:
     text = path.read_text(encoding="utf-8", errors="replace")
     if not re.search(r"^#SBATCH\s", text, re.M) or path.suffix == ".lsf":
         return None
+    if any(re.search(rf"python\s+{re.escape(c)}\s", text) for c in CONVERTERS):
+        return CONVERSION_RUN.format(f"{parts[1]}/{parts[2]}")
     if not any(re.search(rf"\b{re.escape(t)}\b", text) for t in TRAINERS):
         return None
     return EXAMPLES_RUN.format(f"{parts[1]}/{parts[2]}")

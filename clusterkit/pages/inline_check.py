@@ -33,7 +33,7 @@ from pathlib import Path
 
 from clusterkit.commands import deprecations, jobs, tool_options
 from clusterkit.commands.shell import check_shell_text
-from clusterkit.emulate import container_options, torchrun
+from clusterkit.emulate import accelerate_launch, container_options, deepspeed_launch, torchrun
 from clusterkit.emulate.script import body_commands
 from clusterkit.grammars import myst as P
 from clusterkit.grammars import prose, reframe_cli
@@ -47,6 +47,8 @@ GRAMMAR_RULES = {
     "srun-option",
     "salloc-option",
     "torchrun-option",
+    "accelerate-option",
+    "deepspeed-option",
     "jsrun-option",
     "bsub-option",
     "container-option",
@@ -70,11 +72,13 @@ GRAMMAR_RULES = {
 # judged against a job the span does not show), so srun's are left to the grammar there.
 SHAPE_RULES = {"rs-cores", "rs-gpus", "bind-cores"}
 HISTORICAL_RULES = {"launcher-historical", "module-historical", "module-removed"}
-LAUNCHERS = {"srun", "jsrun", "torchrun", "mpirun", "mpiexec"}
+LAUNCHERS = {"srun", "jsrun", "torchrun", "mpirun", "mpiexec", "accelerate", "deepspeed"}
 STAND_IN = "true"  # the program put where a span leaves the command out
 _METAVAR = re.compile(r"^(?:[NMKH]|HH|MM|SS|KHz|[A-Z]{2,}[A-Z_]*)$")
+# getopt's and argparse's words for an option given without its value
+_NEEDS_VALUE = re.compile(r"requires an argument|expected one argument")
 _MISSING_PROGRAM = re.compile(
-    r"No command given|required: training_script|no program|no command", re.I
+    r"No command given|required: (?:training|user)_script|no program|no command", re.I
 )
 
 
@@ -266,7 +270,7 @@ def judge_command(ctx: PageContext, span: prose.Span) -> SpanResult:
         how, found = _check_words(ctx, span, [*words, STAND_IN], site)
     if words and words[-1].startswith("-") and "=" not in words[-1]:
         # `srun --cpu-bind`: the span names an option of the command, not a setting
-        found = [f for f in found if "requires an argument" not in f.message]
+        found = [f for f in found if not _NEEDS_VALUE.search(f.message)]
     if grammar_only:
         # a placeholder stands in as 1, the least a value can ask for, so a resource set or
         # step too large for the node is too large whatever the reader fills in
@@ -375,6 +379,9 @@ def _named_before(span: prose.Span) -> str | None:
     return tools[-1] if tools else None
 
 
+# Launchers whose options a sentence names, read by their option tables (``accelerate`` is
+# ``accelerate launch``'s)
+LAUNCH_TABLES = {"accelerate": accelerate_launch, "deepspeed": deepspeed_launch}
 # Tools whose option values are judged against the profile (the others: their grammar).
 VALUE_TOOLS = {"sbatch", "srun", "torchrun", "jsrun"}
 
@@ -451,6 +458,8 @@ FALLBACK_TOOLS = (
     "bsub",
     "jsrun",
     "torchrun",
+    "accelerate",
+    "deepspeed",
     "apptainer",
     "train_resnet.py",
     "train_resnet_keras.py",
@@ -533,6 +542,13 @@ def _grammar(tool: str, options: list[str], site: Site, ctx, include) -> list[Fi
             torchrun.parse([*options, STAND_IN])
         except torchrun.TorchrunError as exc:
             return [Finding("<span>", 1, "torchrun-option", str(exc))]
+        return []
+    if tool in LAUNCH_TABLES:
+        table = LAUNCH_TABLES[tool]
+        try:
+            table.parse([*options, STAND_IN])
+        except table.LaunchError as exc:
+            return [Finding("<span>", 1, f"{tool}-option", str(exc))]
         return []
     if tool == "jsrun":
         return jobs.jsrun_line("<span>", 1, ["jsrun", *options, STAND_IN], site)

@@ -1,10 +1,12 @@
 """The shims of the launchers a job script starts: IBM DDL's ``ddlrun`` and Bede's
-``bede-ddlrun`` and ``bede-mpirun``, ``torchrun``, and ``singularity``/``apptainer``.
+``bede-ddlrun`` and ``bede-mpirun``, ``torchrun``, ``accelerate``, and
+``singularity``/``apptainer``.
 
 Each judges its own command line as the dry run does, then runs the program here, scaled down to
 ``CLUSTERKIT_MAX_RANKS`` processes, with the environment the real launcher gives each rank
-(Open MPI's ``OMPI_COMM_WORLD_*``); ``torchrun`` runs the real one with fewer workers; a
-container command runs directly, with a note that no container runtime exists here.
+(Open MPI's ``OMPI_COMM_WORLD_*``); ``torchrun`` and ``accelerate launch`` run the real ones
+with fewer processes, on the CPU; a container command runs directly, with a note that no
+container runtime exists here.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
-from clusterkit.emulate import ddl, launch_env, torchrun
+from clusterkit.emulate import accelerate_launch, ddl, launch_env, torchrun
 from clusterkit.emulate.container_options import ContainerOptionError, parse
 from clusterkit.emulate.containers import FOLLOWED
 from clusterkit.emulate.containers import check as check_container
@@ -193,7 +196,89 @@ def torchrun_shim(argv: list[str]) -> int:
     return 0  # not reached
 
 
+# --------------------------------------------------------------------------- accelerate
+def accelerate_shim(argv: list[str]) -> int:
+    """``accelerate launch``: the line judged as the dry run judges it (no more processes per
+    node than the job's GPUs there), then the real ``accelerate launch`` with the processes
+    scaled down and run on the CPU (``ACCELERATE_USE_CPU``, what its ``--cpu`` sets; without
+    it, processes on a machine with no GPU form no group). Every node a step runs here is this
+    machine: each node's launcher gets ``--machine_rank $SLURM_NODEID``, so that only the first
+    checks that the meeting port is free (with the c10d rendezvous the nodes still agree on
+    their ranks themselves). Any other sub-command is accelerate's own."""
+    real = [sys.executable, "-m", "accelerate.commands.accelerate_cli"]
+    if argv[:1] != ["launch"]:
+        os.execv(sys.executable, [*real, *argv])
+    try:
+        ns, script = accelerate_launch.parse(argv[1:])
+        config = accelerate_launch.read_config(Path(ns.config_file)) if ns.config_file else None
+    except accelerate_launch.LaunchError as exc:
+        print(f"accelerate launch: error: {exc}", file=sys.stderr)
+        return 2
+    launch = accelerate_launch.settings(ns, config)
+    alloc = json.loads(os.environ.get(ALLOC_VAR, "null") or "null")
+    gpus = alloc["plan"]["gpus_per_node"] if alloc else 0
+    per_node = launch.per_machine or gpus or 1
+    if gpus and per_node > gpus:
+        print(
+            f"accelerate launch: {per_node} processes per node, more than the {gpus} GPU(s) "
+            "per node the job holds [rule accelerate-gpus]",
+            file=sys.stderr,
+        )
+        return 1
+    machines = int(os.environ.get("SLURM_STEP_NUM_NODES", "1")) if launch.machines != 1 else 1
+    run = max(1, min(per_node, max_ranks() // max(1, machines)))
+    shape = {"num_processes": str(run * machines), "num_machines": str(machines)}
+    if machines > 1:
+        shape["machine_rank"] = os.environ.get("SLURM_NODEID", "0")
+    note(
+        "accelerate",
+        f"{per_node} process(es) per node on {launch.machines} machine(s) requested, {run} per "
+        f"node on {machines} started here (CPU, gloo)",
+    )
+    env = dict(os.environ, ACCELERATE_USE_CPU="true")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    sys.stderr.flush()
+    os.execve(sys.executable, [*real, "launch", *_with_values(argv[1:], script, shape)], env)
+    return 0  # not reached
+
+
+def _with_values(argv: list[str], script: list[str], values: dict[str, str]) -> list[str]:
+    """The launcher's words of ``argv`` (all before ``script``, the training script and its
+    arguments, which end it) with these options' values replaced (``--num_processes 8``,
+    ``--num-processes=8``) or put in front, then ``script``."""
+    spellings = {o: name for name in values for o in accelerate_launch.option_strings(name)}
+    own = argv[: len(argv) - len(script)]
+    out, given, skip = [], set(), False
+    for word in own:
+        name = spellings.get(word.split("=", 1)[0])
+        if skip:
+            skip = False
+        elif name is None:
+            out.append(word)
+        else:
+            given.add(name)
+            out += [word.split("=", 1)[0], values[name]]
+            skip = "=" not in word
+    front = [w for n, v in values.items() if n not in given for w in (f"--{n}", v)]
+    return [*front, *out, *script]
+
+
 # --------------------------------------------------------------------------- containers
+def _past_bound_entry(tool: str, command: list[str]) -> list[str]:
+    """The command without a leading entry script that a module of the site binds into every
+    container (APPTAINER_BINDPATH: BriCS's ``brics/apptainer-multi-node`` binds the host's MPI
+    and NCCL under ``/host``, whose ``/host/adapt.sh`` sets their paths and runs the command
+    given to it). Without such a bind, the script is missing, as in the container."""
+    entry = command[0]
+    if len(command) < 2 or not entry.startswith("/") or os.path.exists(entry):
+        return command
+    binds = os.environ.get("APPTAINER_BINDPATH") or os.environ.get("SINGULARITY_BINDPATH")
+    if not binds:
+        return command
+    note(tool, f"{entry} is one of the host's files bound into the container: its command runs")
+    return command[1:]
+
+
 def shim(tool: str):
     def run(argv: list[str]) -> int:
         command, findings = check_container("<command line>", 0, tool, argv)
@@ -213,6 +298,7 @@ def shim(tool: str):
                 f"no container runtime here: running {command[0]} directly "
                 f"(image {parsed.args[0]}, {opts})",
             )
+            command = _past_bound_entry(tool, command)
             try:
                 return subprocess.call(command)
             except OSError as exc:
@@ -247,6 +333,7 @@ HANDLERS = {
     "bede-ddlrun": ddl_shim("bede-ddlrun"),
     "bede-mpirun": bede_mpirun,
     "torchrun": torchrun_shim,
+    "accelerate": accelerate_shim,
     "singularity": shim("singularity"),
     "apptainer": shim("apptainer"),
 }

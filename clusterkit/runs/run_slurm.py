@@ -28,7 +28,7 @@ from clusterkit.emulate.report import with_ranks
 from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import read_script
 from clusterkit.emulate.slurm_request import job_request
-from clusterkit.runs import run_storage
+from clusterkit.runs import node_network, run_storage
 from clusterkit.runs.runtime import (
     ALLOC_VAR,
     cores_here,
@@ -89,10 +89,14 @@ def sbatch(argv: list[str]) -> int:
     return run_batch(site, path, parsed.get("script_args", []), report)
 
 
-def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str], int, int]:
-    """The environment of a job running here, scaled down: (env, nodes, tasks per node)."""
+def allocation_env(
+    site: Site, plan: dict, job_id: int, networked: bool = False
+) -> tuple[dict[str, str], int, int]:
+    """The environment of a job running here, scaled down: (env, nodes, tasks per node);
+    ``networked``: its nodes are named by their addresses in node namespaces of their own
+    (:mod:`clusterkit.runs.node_network`)."""
     run_nodes, run_tpn = scaled(plan["nodes"], plan["tasks_per_node"])
-    nodes = run_node_names(run_nodes)
+    nodes = node_network.addresses(run_nodes) if networked else run_node_names(run_nodes)
     env = dict(os.environ)
     # a login session always has USER, and the job inherits it; a CI container may not
     env.setdefault("USER", getpass.getuser())
@@ -131,7 +135,8 @@ def allocation_env(site: Site, plan: dict, job_id: int) -> tuple[dict[str, str],
 def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
     plan = report.plan
     job_id = int(os.environ.get("CLUSTERKIT_JOB_ID", "1000"))
-    env, run_nodes, run_tpn = allocation_env(site, plan, job_id)
+    networked = node_network.wanted(scaled(plan["nodes"], plan["tasks_per_node"])[0])
+    env, run_nodes, run_tpn = allocation_env(site, plan, job_id, networked)
     out_name = _output_name(report, job_id, plan)
     threads = "" if keeps_threads() else f", thread counts fitted to {cores_here()} core(s)"
     note(
@@ -143,25 +148,50 @@ def run_batch(site: Site, path: Path, script_args: list[str], report) -> int:
     scratch, mapping, stand_ins = run_storage.prepare(site, env, plan.get("account"), job_id)
     for line in stand_ins:
         note("sbatch", f"node-local storage: {line}")
-    print(f"Submitted batch job {job_id}", flush=True)
-    open(out_name, "w").close()
+    nodes = None
     try:
+        if networked:
+            try:
+                nodes = _start_nodes(env, scratch, run_nodes)
+            except (OSError, subprocess.SubprocessError) as exc:
+                detail = str(getattr(exc, "stderr", None) or exc).strip()
+                print(
+                    f"sbatch: error: the job's nodes could not be made: {detail}", file=sys.stderr
+                )
+                return 1
+        print(f"Submitted batch job {job_id}", flush=True)
+        open(out_name, "w").close()
         script = run_storage.mapped_script(path, mapping, scratch)
+        command = ["bash", str(script), *script_args]
+        if nodes:  # the batch script runs on the job's first node
+            command = node_network.enter(nodes.pids[0], command)
         # append mode: lines that ranks write at the same time do not overwrite each other
         with open(out_name, "a", encoding="utf-8") as out:
             proc = subprocess.Popen(
-                ["bash", str(script), *script_args],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
             code = wait_forwarding(proc)
     finally:
+        if nodes:
+            nodes.stop()
         run_storage.cleanup(scratch)  # the site empties node-local storage after a job
     if code:
         note("sbatch", f"job {job_id} exited with status {code}; see {out_name}")
     return code
+
+
+def _start_nodes(env: dict[str, str], scratch: Path, count: int) -> node_network.Nodes:
+    """The job's nodes, each in namespaces of its own; their holders go into the allocation."""
+    nodes = node_network.start(count, run_storage.node_local_dirs(scratch), scratch)
+    alloc = json.loads(env[ALLOC_VAR])
+    alloc["node_pids"] = nodes.pids
+    env[ALLOC_VAR] = json.dumps(alloc)
+    note(
+        "sbatch",
+        f"nodes {', '.join(nodes.names)}: each with a network, host name and node-local "
+        "storage of its own, joined by a bridge",
+    )
+    return nodes
 
 
 def _output_name(report, job_id: int, plan: dict) -> str:
@@ -282,9 +312,16 @@ def _start_ranks(steps: list, alloc: dict, env: dict[str, str], label: bool) -> 
             if len(steps) > 1:
                 renv.update(SLURM_PROCID=str(first + local), SLURM_NTASKS=str(total))
             fit_threads(renv, total)
-            procs.append(_spawn(step.command, renv, f"{first + local}: " if label else ""))
+            command = _on_node(step.command, alloc, int(renv["SLURM_NODEID"]))
+            procs.append(_spawn(command, renv, f"{first + local}: " if label else ""))
         first += ntasks
     return procs
+
+
+def _on_node(command: list[str], alloc: dict, index: int) -> list[str]:
+    """``command`` run on node ``index`` of the job: in its namespaces where it has them."""
+    pids = alloc.get("node_pids")
+    return node_network.enter(pids[index], command) if pids else command
 
 
 def _scaled_step(step, run_nodes: list[str], limit: int) -> tuple[list[str], int, int]:

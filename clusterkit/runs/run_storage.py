@@ -15,9 +15,12 @@ in it:
   script is the file as written; the emulator says what it mapped.
 
 ``sbcast SOURCE DEST`` reads its options as the real one (:mod:`clusterkit.grammars.sbcast_cli`)
-and copies SOURCE to DEST once: every node of a job run here is this machine, so one copy is
-what each node would hold. It fails as sbcast does: a SOURCE it cannot open, a DEST whose
-directory is missing, or one that exists without ``--force``.
+and copies SOURCE to DEST on each node where the job's nodes have storage of their own
+(:mod:`clusterkit.runs.node_network`), else once: every node is then this machine, so one copy
+is what each node would hold. It fails as sbcast does: a SOURCE it cannot open, a DEST whose
+directory is missing, or one that exists without ``--force``; and, for tests of a job's handling
+of a failed transfer, on the node ``CLUSTERKIT_SBCAST_FAIL`` names, after writing half the file
+there, as a broken transfer can.
 """
 
 from __future__ import annotations
@@ -31,10 +34,15 @@ import tempfile
 from pathlib import Path
 
 from clusterkit.grammars import sbcast_cli
+from clusterkit.runs.node_network import on_node
 from clusterkit.runs.runtime import ALLOC_VAR, LMOD_INIT, note
 from clusterkit.sites.profiles import Site
 
 SCRATCH_VAR = "CLUSTERKIT_JOB_SCRATCH"
+# A node whose transfer breaks halfway (tests of a job's handling of a failed sbcast: a broken
+# network cannot be had here)
+FAIL_VAR = "CLUSTERKIT_SBCAST_FAIL"
+_BROKEN = "Input/output error (the transfer broke: CLUSTERKIT_SBCAST_FAIL)"
 
 
 def _fill(segment: str, env: dict[str, str], account: str | None) -> str | None:
@@ -111,6 +119,13 @@ def mapped_script(path: Path, mapping: dict[str, str], scratch: Path) -> Path:
     return copy
 
 
+def node_local_dirs(scratch: Path) -> list[Path]:
+    """The stand-ins of the job's node-local storage: each node of a job whose nodes have
+    namespaces of their own gets a directory of its own in their place
+    (:mod:`clusterkit.runs.node_network`)."""
+    return sorted(p for p in scratch.iterdir() if p.is_dir() and p.name != "nodes")
+
+
 def cleanup(scratch: Path) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
@@ -160,8 +175,32 @@ def sbcast(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    nodes = json.loads(alloc_text).get("run_nodes") or ["localhost"]
-    source, dest = Path(args.files[0]), Path(args.files[1])
+    alloc = json.loads(alloc_text)
+    nodes = alloc.get("run_nodes") or ["localhost"]
+    source, dest = Path(args.files[0]), Path(args.files[1]).absolute()
+    # each node's copy where the nodes have storage of their own, else one for them all
+    pids = alloc.get("node_pids") or []
+    targets = (
+        [(name, on_node(pid, dest)) for name, pid in zip(nodes, pids, strict=True)] if pids else []
+    )
+    broken = os.environ.get(FAIL_VAR)
+    for name, target in targets or [(nodes[0], dest)]:
+        code = _copy(source, target, name, args, broken == name)
+        if code:
+            return code
+    libs = " (--send-libs: the executable's libraries are not copied here)"
+    where = (
+        f"one copy on each of the job's {len(nodes)} node(s)"
+        if targets
+        else f"one copy here stands for the job's {len(nodes)} node(s), all this machine"
+    )
+    note("sbcast", f"{source} -> {dest}: {where}{libs if args.has('send-libs') else ''}")
+    return 0
+
+
+def _copy(source: Path, dest: Path, node: str, args, broken: bool = False) -> int:
+    """One node's copy, failing as sbcast does; ``broken``: the transfer to this node breaks
+    halfway, leaving a partial file there."""
     try:
         data = source.open("rb")
     except OSError as exc:
@@ -173,18 +212,16 @@ def sbcast(argv: list[str]) -> int:
             fd = os.open(dest, flags, 0o600)
         except OSError as exc:
             # slurmd's answer, named after the node it came from
-            print(f"sbcast: error: REQUEST_FILE_BCAST({nodes[0]}): {exc.strerror}", file=sys.stderr)
+            print(f"sbcast: error: REQUEST_FILE_BCAST({node}): {exc.strerror}", file=sys.stderr)
             return 1
         with os.fdopen(fd, "wb") as out:
+            if broken:
+                out.write(data.read(max(1, source.stat().st_size // 2)))
+                print(f"sbcast: error: REQUEST_FILE_BCAST({node}): {_BROKEN}", file=sys.stderr)
+                return 1
             shutil.copyfileobj(data, out)
     if args.has("preserve"):
         shutil.copystat(source, dest)
-    libs = " (--send-libs: the executable's libraries are not copied here)"
-    note(
-        "sbcast",
-        f"{source} -> {dest}: one copy here stands for the job's {len(nodes)} node(s), "
-        f"all this machine{libs if args.has('send-libs') else ''}",
-    )
     return 0
 
 

@@ -20,6 +20,7 @@ SHIMS = (
     "sbcast",
     "scontrol",
     "torchrun",
+    "accelerate",
     "conda",
     "nvidia-smi",
     "module",
@@ -37,8 +38,10 @@ SHIMS = (
 
 def ensure(directory: Path | None = None) -> Path:
     """Write the shims (idempotent) and return their directory."""
-    # one directory per interpreter: each shim is bound to the Python that has clusterkit
-    tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:10]
+    # one directory per interpreter and checkout: each shim is bound to the Python that has
+    # clusterkit and to this checkout's clusterkit (two checkouts that share an interpreter
+    # would otherwise rewrite each other's shims, and run each other's code)
+    tag = hashlib.sha256(f"{sys.executable}\0{ROOT}".encode()).hexdigest()[:10]
     directory = Path(
         directory
         or os.environ.get("CLUSTERKIT_SHIM_DIR")

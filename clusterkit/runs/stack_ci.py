@@ -39,7 +39,11 @@ TESTS = {
     "examples/tensorflow/train_resnet_keras.py": "tests/test_tensorflow_trainer.py",
     "examples/pytorch/train_resnet_hvd.py": "tests/horovod/test_horovod_pytorch.py",
     "examples/tensorflow/train_resnet_keras_hvd.py": "tests/horovod/test_horovod_keras.py",
+    # none marked stack yet: finetune_hf.py's runs are in the tests session only
+    "examples/pytorch/finetune_hf.py": "tests/test_finetune_hf.py",
     "examples/pytorch/train_lm.py": "tests/test_lm_trainer.py",
+    # the module the PyTorch trainers import: its rules are tested through the ResNet trainer's
+    "examples/pytorch/job_runtime.py": "tests/test_pytorch_trainer.py",
     "examples/skeletons/ddp_skeleton.py": "tests/test_skeletons.py",
     "examples/skeletons/keras_skeleton.py": "tests/test_skeletons.py",
 }

@@ -308,9 +308,18 @@ def read_config(args):
     return config
 
 
+# What a model folder holds its tokenizer in (without one, transformers makes an empty one)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
 def load_tokenizer(args):
     from transformers import AutoTokenizer
 
+    if not any((args.model / name).is_file() for name in TOKENIZER_FILES):
+        raise UsageError(
+            f"--model {args.model}: no usable tokenizer (none of {', '.join(TOKENIZER_FILES)}): "
+            "download the whole model folder"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
     except (OSError, ValueError) as exc:
@@ -406,7 +415,7 @@ def read_documents(path: Path, field: str) -> list[str]:
 
         try:
             columns = pq.read_schema(path).names
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             raise UsageError(f"--data {path}: not a Parquet file ({exc})") from None
         if field not in columns:
             raise UsageError(

@@ -597,7 +597,9 @@ def folder_batches(args, split: str, rank: int, world: int, device) -> LoaderBat
 
 # ----- WebDataset shards: DIR/<split>/*.tar, each sample an image and its class (.cls)
 IMAGE_KEYS = ("jpg", "jpeg", "png", "webp", "ppm", "pgm", "bmp", "tif", "tiff")
-SHUFFLE_BUFFER = 1000  # samples a loader process holds (as file bytes) to shuffle them
+# Samples a loader process holds (as file bytes) to shuffle them: with ImageNet's photos, about
+# 110 kB each, some 110 MB per loader process (docs/howto/data.md, "What a loader process holds")
+SHUFFLE_BUFFER = 1000
 
 
 def import_webdataset():
@@ -608,6 +610,36 @@ def import_webdataset():
             f"reading WebDataset shards needs webdataset ({exc}): pip install webdataset"
         ) from None
     return webdataset
+
+
+def tar_samples(tar):
+    """The members of each sample of an open tar file, {extension: member}, in file order: a
+    sample is the run of members whose names share a key (webdataset's rule). Only headers are
+    read; tar.members is emptied as it goes, so memory stays flat however large the shard."""
+    split = import_webdataset().tariterators.base_plus_ext
+    key, sample = None, {}
+    while (member := tar.next()) is not None:
+        tar.members = []
+        name, ext = split(member.name) if member.isfile() else (None, None)
+        if name is None:
+            continue
+        if name != key and sample:
+            yield sample
+            sample = {}
+        key = name
+        sample[ext.lower()] = member
+    if sample:
+        yield sample
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (tarfile's can take several)."""
+    return " ".join(str(exc).split())
+
+
+def whole(sample: dict) -> str | None:
+    """The image's extension if the sample has an image and a class (.cls), else None."""
+    return next((k for k in IMAGE_KEYS if k in sample), None) if "cls" in sample else None
 
 
 def shard_index(root: Path) -> tuple[list[tuple[str, int]], list[str] | None]:
@@ -623,74 +655,122 @@ def shard_index(root: Path) -> tuple[list[tuple[str, int]], list[str] | None]:
         )
     import tarfile
 
-    base_plus_ext = import_webdataset().tariterators.base_plus_ext
     shards = []
     for path in sorted(root.glob("*.tar")):
-        members: dict[str, set] = {}
         try:
             with tarfile.open(path) as tar:
-                for member in tar:
-                    key, ext = base_plus_ext(member.name)
-                    if key and member.isfile():
-                        members.setdefault(key, set()).add(ext.lower())
+                shards.append((str(path), sum(1 for s in tar_samples(tar) if whole(s))))
         except (tarfile.TarError, OSError) as exc:
-            raise Abort(f"{path}: not a readable tar file ({exc})") from None
-        whole = sum(1 for exts in members.values() if "cls" in exts and exts & set(IMAGE_KEYS))
-        shards.append((str(path), whole))
+            raise Abort(f"{path}: not a readable tar file ({one_line(exc)})") from None
     return shards, None
 
 
-def deal_shards(shards: list[tuple[str, int]], slots: int) -> list[list[tuple[str, int]]]:
-    """Shards dealt to ``slots`` readers, each shard (largest first) to the reader that holds the
-    fewest samples so far: the same deal on every rank, in every epoch."""
-    dealt: list[list[tuple[str, int]]] = [[] for _ in range(slots)]
-    held = [0] * slots
-    for shard in sorted(shards, key=lambda s: (-s[1], s[0])):
-        k = held.index(min(held))
-        dealt[k].append(shard)
-        held[k] += shard[1]
+def deal_samples(
+    counts: list[int], readers: int, batch: int, key: int | None = None
+) -> list[list[tuple[int, int, int]]]:
+    """The samples of shards holding ``counts`` samples dealt to ``readers``, each reader's share
+    as pieces (shard, first sample, samples) of consecutive samples.
+
+    The shards are laid end to end and cut into consecutive shares: with a ``key`` (training),
+    in an order drawn from it (the same on every rank), into equal shares of whole batches,
+    all that every reader can have; the samples left over, fewer than one batch per reader,
+    are the last of that order, so a different few each epoch. Without one (evaluation), in
+    shard order, into shares that differ by one sample at most: every sample is dealt. Either
+    way each sample goes to one reader at most, whatever the shard size, and a reader's
+    share crosses at most two shards that it shares with another reader."""
+    total = sum(counts)
+    order = list(range(len(counts)))
+    if key is None:
+        bounds = [k * total // readers for k in range(readers + 1)]
+    else:
+        random.Random(key).shuffle(order)
+        share = total // readers // batch * batch
+        bounds = [k * share for k in range(readers + 1)]
+    dealt: list[list[tuple[int, int, int]]] = [[] for _ in range(readers)]
+    reader, start = 0, 0
+    for shard in order:
+        end = start + counts[shard]
+        while reader < readers and bounds[reader] < end:
+            lo, hi = max(start, bounds[reader]), min(end, bounds[reader + 1])
+            if hi > lo:
+                dealt[reader].append((shard, lo - start, hi - lo))
+            if bounds[reader + 1] > end:
+                break  # this reader's share goes on in the next shard
+            reader += 1
+        start = end
     return dealt
 
 
-class ShardSamples(torch.utils.data.IterableDataset):
-    """One rank's batches from WebDataset shards, read by the webdataset package.
+def shard_range(path: str, first: int, count: int):
+    """(image bytes, label) of samples first .. first + count - 1 of the shard at ``path`` (the
+    samples with an image and a class, counted from 0): those before them are passed over,
+    their headers read and their data skipped."""
+    import tarfile
 
-    The shards are dealt once to readers, ``workers`` per rank (one where there are no loader
-    processes). Each epoch a reader reads its shards in an order drawn from (seed, epoch, rank,
-    reader), through a shuffle buffer drawn the same way, decodes each sample with a crop seeded
-    by its place in that stream, and yields ``per_reader`` batches: as many as the reader with
-    the fewest samples can fill, so every rank takes the same number of steps. The DataLoader
-    takes batch b of an epoch from reader b mod workers; a run resumed after ``done`` batches
-    lets each reader pass over (read, not decode) the batches it had given, and starts the
-    rotation at reader ``done`` mod workers: it sees what an uninterrupted run would have seen.
-    Without shuffling (evaluation) every sample is read once, the last batch of a reader short.
+    seen = 0
+    try:
+        with tarfile.open(path) as tar:
+            for sample in tar_samples(tar):
+                image = whole(sample)
+                if image is None:
+                    continue
+                if seen >= first:
+                    data = tar.extractfile(sample[image]).read()
+                    yield data, int(tar.extractfile(sample["cls"]).read())
+                seen += 1
+                if seen == first + count:
+                    return
+    except Exception as exc:  # tarfile's, the file system's, a .cls that is no number
+        raise DataError(f"{path}: not a readable WebDataset shard ({one_line(exc)})") from None
+    raise DataError(
+        f"{path}: holds {seen} samples, fewer than its index says (at least {first + count}): "
+        "write shards.json again"
+    )
+
+
+class ShardSamples(torch.utils.data.IterableDataset):
+    """One rank's batches from WebDataset shards.
+
+    Every epoch the samples of all shards are dealt anew (deal_samples) to the readers of all
+    ranks, ``slots`` per rank (its loader processes, or the rank itself where there are none):
+    each reader gets an equal share of whole batches, in pieces of shards, so that every rank
+    takes the same number of steps and at most one batch per reader goes unread, whatever the
+    shard size. A reader reads its pieces in an order drawn from (seed, epoch, rank, reader),
+    through a shuffle buffer (webdataset's) drawn the same way, and decodes each sample with a
+    crop seeded by its place in that stream. The DataLoader takes batch b of an epoch from
+    reader b mod slots; a run resumed after ``done`` batches lets each reader pass over (read,
+    not decode) the batches it had given, and starts the rotation at reader ``done`` mod slots:
+    it sees what an uninterrupted run would have seen. Without shuffling (evaluation) every
+    sample is read once, the last batch of a reader short.
     """
 
-    def __init__(self, readers, rank, batch_size, decode, collate, seed, train, per_reader):
-        self.readers, self.rank, self.batch_size = readers, rank, batch_size
+    def __init__(self, shards, rank, slots, world, batch_size, decode, collate, seed, train):
+        self.shards, self.rank, self.slots, self.batch_size = shards, rank, slots, batch_size
+        self.readers = world * slots
         self.decode, self.collate, self.seed, self.train = decode, collate, seed, train
-        self.per_reader = per_reader
         self.epoch = self.done = 0
 
     def start(self, epoch: int, done: int, batch_size: int) -> None:
         self.epoch, self.done = epoch, done
 
+    def deal(self, epoch: int) -> list[list[tuple[int, int, int]]]:
+        """This rank's readers' pieces of the shards in ``epoch``."""
+        key = seed_of(self.seed, epoch) if self.train else None
+        counts = [n for _, n in self.shards]
+        dealt = deal_samples(counts, self.readers, self.batch_size, key)
+        return dealt[self.rank * self.slots : (self.rank + 1) * self.slots]
+
     def __len__(self) -> int:
         if self.train:
-            return len(self.readers) * self.per_reader - self.done
-        return sum(math.ceil(sum(n for _, n in r) / self.batch_size) for r in self.readers)
+            per_reader = sum(n for _, n in self.shards) // self.readers // self.batch_size
+            return self.slots * per_reader - self.done
+        shares = (sum(n for *_, n in pieces) for pieces in self.deal(0))
+        return sum(math.ceil(n / self.batch_size) for n in shares)
 
-    def samples(self, shards: list[tuple[str, int]]):
-        """The (image bytes, label) pairs of ``shards``, in the order of the epoch."""
-        wds = import_webdataset()
-        for path, _ in shards:
-            try:
-                for sample in wds.tariterators.tarfile_samples([{"url": path}]):
-                    image = next((sample[k] for k in sample if k.lower() in IMAGE_KEYS), None)
-                    if image is not None and "cls" in sample:
-                        yield image, int(sample["cls"])
-            except Exception as exc:  # tarfile's, the file system's, a .cls that is no number
-                raise DataError(f"{path}: not a readable WebDataset shard ({exc})") from None
+    def samples(self, pieces: list[tuple[int, int, int]]):
+        """The (image bytes, label) pairs of ``pieces``, in their order."""
+        for shard, first, count in pieces:
+            yield from shard_range(self.shards[shard][0], first, count)
 
     def __iter__(self):
         import itertools
@@ -698,19 +778,17 @@ class ShardSamples(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         workers, physical = (1, 0) if info is None else (info.num_workers, info.id)
         reader = (physical + self.done) % workers if self.train else physical
-        shards = list(self.readers[reader])
+        pieces = self.deal(self.epoch)[reader]
         if self.train:
             rng = random.Random(seed_of(self.seed, self.epoch, self.rank, reader))
-            rng.shuffle(shards)
+            rng.shuffle(pieces)
             stream = import_webdataset().filters.shuffle(SHUFFLE_BUFFER, rng=rng)(
-                self.samples(shards)
+                self.samples(pieces)
             )
-            wanted = self.per_reader * self.batch_size
-            skipped = (self.done // workers + (reader < self.done % workers)) * self.batch_size
-            stream = itertools.islice(stream, skipped, wanted)
-            position = skipped
+            position = (self.done // workers + (reader < self.done % workers)) * self.batch_size
+            stream = itertools.islice(stream, position, None)
         else:
-            stream, wanted, position = self.samples(shards), sum(n for _, n in shards), 0
+            stream, position = self.samples(pieces), 0
         batch = []
         for data, label in stream:
             with torch.random.fork_rng(devices=[]):
@@ -720,13 +798,8 @@ class ShardSamples(torch.utils.data.IterableDataset):
             if len(batch) == self.batch_size:
                 yield self.collate(batch)
                 batch = []
-        if batch and not self.train:
+        if batch:  # evaluation's last, short batch (a training share is whole batches)
             yield self.collate(batch)
-        if position < wanted:
-            raise DataError(
-                f"the shards of reader {reader} of rank {self.rank} hold {position} samples, "
-                f"fewer than their index says ({wanted}): write shards.json again"
-            )
 
 
 def shard_batches(args, split: str, rank: int, world: int, device) -> LoaderBatches:
@@ -739,28 +812,15 @@ def shard_batches(args, split: str, rank: int, world: int, device) -> LoaderBatc
 
     shards, _ = shard_index(args.data_dir / split)
     train = split == "train"
-    if len(shards) < world:
-        raise Abort(
-            f"{args.data_dir / split}: {len(shards)} shard(s) for {world} ranks: write at least "
-            "one shard per rank (make_shards.py --per-shard)"
-        )
-    per_rank = len(shards) // world
-    if args.workers > per_rank:
+    images = sum(n for _, n in shards)
+    fill = images // (world * args.batch_size)  # readers per rank that get a batch each
+    if train and args.workers > max(1, fill):
         if rank == 0:
-            warn(f"{len(shards)} shard(s) for {world} rank(s): {per_rank} loader process(es) each")
-        args.workers = per_rank
-    slots = max(1, args.workers)
-    readers = deal_shards(shards, world * slots)
-    held = [sum(n for _, n in r) for r in readers]
-    per_reader = min(held) // args.batch_size
-    images = sum(held)
-    unread = images - per_reader * args.batch_size * len(readers)
-    if train and rank == 0 and unread > images // 10:
-        warn(
-            f"{unread} of {images} training images go unread each epoch: the {len(shards)} "
-            f"shards fill {len(readers)} readers ({world} rank(s) x {slots}) unevenly; write "
-            "smaller shards or use fewer --workers"
-        )
+            warn(
+                f"{images} training images fill batches of {args.batch_size} for {fill} "
+                f"loader process(es) on each of {world} rank(s): using {max(1, fill)}"
+            )
+        args.workers = max(1, fill)
     gpu = args.loader == "gpu-decode"
     if gpu:
         plan = CropPlan(args.image_size, train)
@@ -776,15 +836,17 @@ def shard_batches(args, split: str, rank: int, world: int, device) -> LoaderBatc
             return transform(Image.open(io.BytesIO(data)))
 
         collate = default_collate
+    slots = max(1, args.workers)
     dataset = ShardSamples(
-        readers[rank * slots : (rank + 1) * slots],
+        shards,
         rank,
+        slots,
+        world,
         args.batch_size,
         decode,
         collate,
         args.seed + (not train),
         train,
-        per_reader,
     )
     loader = DataLoader(
         dataset,
@@ -1037,15 +1099,27 @@ class DaliBatches:
             yield out[0]["images"], out[0]["labels"].reshape(-1).long()
 
 
+# Why the GPU loaders cannot run on AMD GPUs. torchvision's releases decode JPEGs on a GPU with
+# nvJPEG only: the rocJPEG decoder merged for ROCm (pytorch/vision#9342) was removed again before
+# any release (pytorch/vision#9591), and ROCm builds fail with "not compiled with nvJPEG support"
+# (pytorch/vision#8856).
+ROCM_LOADERS = {
+    "gpu-decode": "torchvision decodes JPEGs on NVIDIA GPUs only (nvJPEG); use --loader cpu",
+    "dali": "DALI is built for NVIDIA GPUs only; use --loader cpu",
+}
+
+
 def check_loader(args, device) -> None:
     """Stop at once when --loader cannot work here (--tiny runs fall back to the CPU loader)."""
     if args.loader == "cpu" or args.data_dir is None:
         return
+    hip = getattr(torch.version, "hip", None)
+    if hip:  # a property of the build, so --tiny runs stop too: the job script needs changing
+        why = ROCM_LOADERS[args.loader]
+        raise Abort(f"--loader {args.loader}: {why}, and this PyTorch is built for ROCm ({hip})")
     problem = None
     if device.type != "cuda":
         problem = f"it decodes on a GPU and this run has none (device {device.type})"
-    elif getattr(torch.version, "hip", None) and args.loader == "dali":
-        problem = "DALI is built for NVIDIA GPUs only"
     if problem and args.tiny:
         warn(f"--loader {args.loader}: {problem}; --tiny uses the CPU loader instead")
         args.loader = "cpu"

@@ -86,9 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="Data: --data-dir DIR reads DIR/train (and DIR/val for --eval-steps), either an "
         "image folder (<class>/<image>) or TFRecord files with the index.json that "
-        f"{CONVERTER} writes. From TFRecords each worker reads its own files (every Nth of the "
-        "sorted list, N workers), ten at a time, in a new order every epoch drawn from --seed, "
-        "and shuffles the records in blocks of --shuffle-buffer. A run resumed from a "
+        f"{CONVERTER} writes. From TFRecords each worker reads an equal share of the records, "
+        "dealt anew every epoch: the files laid end to end in an order drawn from --seed and "
+        "the epoch, and cut into one run of records per worker (whole batches; fewer than one "
+        "batch per worker is left over), which it reads ten files at a time and shuffles in "
+        "blocks of --shuffle-buffer. A run resumed from a "
         "checkpoint trains on the same images in the same order as one that was not stopped, "
         "given the same data, workers, --batch-size and --shuffle-buffer: which images a step "
         "gets and how they are cropped depend only on the seed, the epoch and the step, and "
@@ -625,27 +627,55 @@ def record_sample(args, train: bool):
     return load
 
 
-def record_epoch(args, files: list[str], worker: int, workers: int, per_epoch: int):
-    """epoch -> this worker's serialized records for it: its files in an order drawn from
-    (--seed, epoch, worker), ten read at a time, the first per_epoch records shuffled in blocks
-    of --shuffle-buffer (shuffle_block).
+def record_pieces(counts: list[int], seed: int, epoch, worker: int, share: int):
+    """One worker's share of the TFRecord files in an epoch, as (file, records skipped,
+    records read) tensors: the files laid end to end in an order drawn from (--seed, epoch),
+    the same on every worker, and worker k takes records k * share .. (k + 1) * share - 1 of
+    that run. Each record goes to one worker at most, whatever the number of files; a worker
+    reads past the start of at most one file. ``epoch`` may be a tensor (inside tf.data)."""
+    counts = tf.constant(counts, tf.int64)
+    key = tf.stack([tf.constant(seed, tf.int64), -1 - tf.cast(epoch, tf.int64)])
+    order = tf.argsort(tf.random.stateless_uniform(tf.shape(counts), seed=key))
+    ends = tf.cumsum(tf.gather(counts, order))
+    starts = ends - tf.gather(counts, order)
+    lo = tf.maximum(starts, worker * share)
+    hi = tf.minimum(ends, (worker + 1) * share)
+    mine = hi > lo
+    return (
+        tf.boolean_mask(order, mine),
+        tf.boolean_mask(lo - starts, mine),
+        tf.boolean_mask(hi - lo, mine),
+    )
+
+
+def record_epoch(args, worker: int, workers: int, per_epoch: int):
+    """epoch -> this worker's serialized records for it: its share of the records (see
+    record_pieces), its pieces of files in an order drawn from (--seed, epoch, worker), ten
+    read at a time, shuffled in blocks of --shuffle-buffer (shuffle_block).
 
     Not tf.data's shuffle: its seed must be known before the epoch is (a seed computed from the
     epoch fails when the global seed is 0), so it would draw the same every epoch."""
-    names = tf.constant(files)
+    names = tf.constant(args.train_records["files"])
+    counts = args.train_records["records"]
 
     def read(epoch):
         key = tf.stack([tf.constant(args.seed, tf.int64), epoch * workers + worker])
-        order = tf.argsort(tf.random.stateless_uniform([len(files)], seed=key))
+        files, skips, takes = record_pieces(counts, args.seed, epoch, worker, per_epoch)
+        order = tf.argsort(tf.random.stateless_uniform(tf.shape(files), seed=key))
         return (
-            tf.data.Dataset.from_tensor_slices(tf.gather(names, order))
+            tf.data.Dataset.from_tensor_slices(
+                (
+                    tf.gather(names, tf.gather(files, order)),
+                    tf.gather(skips, order),
+                    tf.gather(takes, order),
+                )
+            )
             .interleave(
-                tf.data.TFRecordDataset,
-                cycle_length=min(10, len(files)),
+                lambda name, skip, take: tf.data.TFRecordDataset(name).skip(skip).take(take),
+                cycle_length=min(10, len(counts)),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True,  # the order of the records must not depend on timing
             )
-            .take(per_epoch)  # the same number of steps on every worker
             .batch(args.shuffle_buffer)
             .enumerate()
             .map(lambda i, block: shuffle_block(key, i, block))
@@ -663,35 +693,38 @@ def shuffle_block(key, i, block):
 
 
 def record_steps(args, workers: int, per_worker: int) -> int:
-    """Steps in one epoch over TFRecords: each worker reads every workers-th file, and the
-    worker whose files hold the fewest records sets the length."""
-    files, counts = args.train_records["files"], args.train_records["records"]
-    if len(files) < workers:
+    """Steps in one epoch over TFRecords: each worker's equal share of the records (see
+    record_pieces), in whole batches."""
+    records = sum(args.train_records["records"])
+    share = records // workers
+    if share < per_worker:
         raise SystemExit(
-            f"error: --data-dir {args.data_dir}: train/ holds {len(files)} TFRecord file(s), "
-            f"fewer than the {workers} workers that read them; convert with --shards {workers} "
-            "or more (a multiple of the workers shares them evenly)"
+            f"error: the {records} TFRecords are fewer than one batch ({per_worker}) for each "
+            f"of the {workers} workers"
         )
-    fewest = min(sum(counts[w::workers]) for w in range(workers))
-    if fewest < per_worker:
-        raise SystemExit(
-            f"error: a worker's TFRecord files hold {fewest} records, fewer than one batch "
-            f"per worker ({per_worker})"
-        )
-    return min(args.steps_per_epoch or fewest // per_worker, fewest // per_worker)
+    return min(args.steps_per_epoch or share // per_worker, share // per_worker)
 
 
-def damaged_record(args, worker: int, workers: int, exc: Exception) -> str:
-    """The error line for data that do not read: the first of this worker's TFRecord files
-    that does not read to its end, found by reading them one by one."""
-    files = args.train_records["files"] if args.train_records else []
-    for path in files[worker::workers]:
+def damaged_record(files: list[str], exc: Exception) -> str:
+    """The error line for data that do not read: the first of ``files`` (those a worker was
+    reading) that does not read to its end, found by reading them one by one."""
+    for path in files:
         try:
             tf.data.TFRecordDataset(path).reduce(0, lambda n, _: n + 1)
         except tf.errors.DataLossError as damage:
             found = re.search(r"corrupted record at \d+", str(damage))
             return f"error: {path}: damaged TFRecord file ({found[0] if found else 'unreadable'})"
     return error_line(exc)
+
+
+def worker_files(args, epochs, worker: int, workers: int, per_worker: int, steps: int):
+    """The TFRecord files a worker reads in ``epochs``, each once, in order."""
+    files = []
+    for epoch in epochs:
+        counts = args.train_records["records"]
+        mine = record_pieces(counts, args.seed, epoch, worker, steps * per_worker)[0]
+        files += [args.train_records["files"][i] for i in mine.numpy()]
+    return list(dict.fromkeys(files))
 
 
 def error_line(exc: BaseException) -> str:
@@ -712,8 +745,7 @@ def train_records(args, ctx, start: int, total: int, steps_per_epoch: int) -> tf
     records of its epoch's earlier steps again, and drops them undecoded."""
     per_worker = args.batch_size * ctx.num_replicas_in_sync // ctx.num_input_pipelines
     worker, workers = ctx.input_pipeline_id, ctx.num_input_pipelines
-    files = args.train_records["files"][worker::workers]
-    read = record_epoch(args, files, worker, workers, steps_per_epoch * per_worker)
+    read = record_epoch(args, worker, workers, steps_per_epoch * per_worker)
     first_epoch = start // steps_per_epoch
     return (
         tf.data.Dataset.range(first_epoch, math.ceil(total / steps_per_epoch))
@@ -935,6 +967,10 @@ def main(argv=None) -> int:
             "set it and --intra-threads to (cores per node) / (workers per node)",
             flush=True,
         )
+    if rank == 0 and args.data_dir is not None:
+        read = args.train_records["files"] if args.train_records else args.train_files[0]
+        kind = "TFRecord file(s)" if args.train_records else "image(s)"
+        print(f"data: {args.data_dir}, loader tf.data, {len(read)} training {kind}", flush=True)
     use_checkpointable_random_state()
     tf.keras.utils.set_random_seed(args.seed)
     if args.deterministic:
@@ -1087,7 +1123,11 @@ def main(argv=None) -> int:
         try:
             images, labels = next(iterator)
         except tf.errors.DataLossError as exc:  # a damaged TFRecord file: name it
-            raise SystemExit(damaged_record(args, rank, workers, exc)) from None
+            # (reading runs ahead of training into the next epoch, by a shuffle block)
+            files = worker_files(
+                args, (epoch, epoch + 1), rank, workers, per_worker, steps_per_epoch
+            )
+            raise SystemExit(damaged_record(files, exc)) from None
         lr = lr_at(step, args, steps_per_epoch, total, global_batch)
         loss = train_step(images, labels, tf.constant(lr, tf.float32))
         step += 1
