@@ -236,22 +236,31 @@ def tests(session: nox.Session) -> None:
     run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
 
 
-@nox.session(venv_backend="none")
+# The tools the page checks use besides the package's own dependencies (uv resolves pip
+# installs for the nodes, ReFrame and TensorBoard read their command lines), as ml.txt pins them:
+# with these, pages and profiles are tested without PyTorch or TensorFlow.
+SMALL_TOOLS = ("uv", "reframe-hpc", "tensorboard")
+
+
+@nox.session
 def affected(session: nox.Session) -> None:
     """Only what a change reaches: ``nox -s affected -- BASE`` (default HEAD, the uncommitted
     changes) runs the tests of the files changed since BASE, from a map read from the sources
     (clusterkit.pages.affected: a page's blocks, the pages and runs of an example, a trainer's
     tests and the scripts that start it, every page and script of a profile's site), and the
     fast static pass when anything outside tests/ changed. A change to clusterkit/, this file,
-    requirements/ and the like reaches everything: the sessions of ``nox -t ci`` follow."""
+    requirements/ and the like reaches everything: the sessions of ``nox -t ci`` follow.
+
+    It plans in a small environment of its own (the package with its test, docs and lint
+    extras, no framework) and runs there every test that needs no framework: a change to
+    profiles, pages and job scripts is tested without PyTorch or TensorFlow. The shared ML
+    environment (.nox/_ml, several GB) is built and used only when the plan has a test that
+    trains or imports a framework, which the plan names."""
     base = session.posargs[0] if session.posargs else "HEAD"
-    env = ml_env(session)
-    python = str(ML_ENV / "bin" / "python")
-    found = session.run(
-        python, "-m", "clusterkit.pages.affected", base, "--json", external=True, silent=True
-    )
+    session.install("-e", ".[test,docs,lint]", *(pinned_requirement(t) for t in SMALL_TOOLS))
+    found = session.run("python", "-m", "clusterkit.pages.affected", base, "--json", silent=True)
     plan = json.loads(str(found).strip().splitlines()[-1])
-    run_ml(session, env, "python", "-m", "clusterkit.pages.affected", base)
+    session.run("python", "-m", "clusterkit.pages.affected", base)
     if plan["everything"]:
         for name in ("lint", "tests", "docs", "slurm", "browser", "stacks"):
             session.notify(name)
@@ -260,34 +269,40 @@ def affected(session: nox.Session) -> None:
         session.log(f"nothing changed since {base} reaches a test")
         return
     tree = BUILD / "tree-before-affected.json"
-    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
+    session.run("python", "-m", "clusterkit.runs.clean_tree", "save", str(tree))
+    # what fails is reported and the rest still runs; then the session fails
+    small_env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(session.virtualenv.location),
+        "PATH": f"{session.virtualenv.bin}{os.pathsep}{os.environ['PATH']}",
+    }
+    python = str(Path(session.virtualenv.bin) / "python")
     failed = []
-    if plan["static"]:  # its findings are reported; the tests still run, then the session fails
-        fast = [str(ML_ENV / "bin" / "python"), "-m", "clusterkit.pages.fast", "-q"]
-        if subprocess.run(fast, env={**os.environ, **env}).returncode:
+    if plan["static"]:
+        fast = subprocess.run([python, "-m", "clusterkit.pages.fast", "-q"], env=small_env)
+        if fast.returncode:
             failed.append("the fast static pass")
+    small = [t for t in plan["pytest"] if t not in plan["ml"]]
+    heavy = [t for t in plan["pytest"] if t in plan["ml"]]
     if plan["pytest"]:
         apt_install(session, "lmod", "shellcheck", "openmpi-bin", "rsync")
+    temp = f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-affected'}"
+    if small:
+        session.log(f"{len(small)} target(s) in {session.virtualenv.location} (no framework)")
+        workers = ["-n", "auto"] if len(small) > 2 else []
+        pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", temp, *workers, "-q", *small]
+        if subprocess.run(pytest, env=small_env).returncode:
+            failed.append("the tests without a framework")
+    if heavy:
+        env = ml_env(session)
         extra = {"CLUSTERKIT_REQUIRE_REFRAME": "1", "CLUSTERKIT_REQUIRE_MPIRUN": "1"}
-        if any(t.startswith("tests/horovod/") for t in plan["pytest"]):
+        if any(t.startswith("tests/horovod/") for t in heavy):
             horovod_installed(session, env)
             extra["CLUSTERKIT_REQUIRE_HOROVOD"] = "1"
-        workers = ["-n", "auto"] if len(plan["pytest"]) > 2 else []
-        run_ml(
-            session,
-            env,
-            "python",
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-affected'}",
-            *workers,
-            "-q",
-            *plan["pytest"],
-            extra_env=extra,
-        )
-    run_ml(session, env, "python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
+        workers = ["-n", "auto"] if len(heavy) > 2 else []
+        run_ml(session, env, "python", "-m", "pytest", "-p", "no:cacheprovider", temp,
+               *workers, "-q", *heavy, extra_env=extra)  # fmt: skip
+    session.run("python", "-m", "clusterkit.runs.clean_tree", "check", str(tree))
     if failed:
         session.error(f"{', '.join(failed)} failed (above)")
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from clusterkit.sites.errors import CheckError
+from clusterkit.sites.errors import CheckError, missing_package
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
@@ -350,4 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(args.func(args))
     except CheckError as exc:
         print(exc, file=sys.stderr)
+        sys.exit(1)
+    except ModuleNotFoundError as exc:
+        print(f"clusterkit {args.command}: {missing_package(exc)}", file=sys.stderr)
         sys.exit(1)

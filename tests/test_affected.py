@@ -152,3 +152,32 @@ def test_the_change_is_what_differs_from_base_committed_or_not(tmp_path):
     (tmp_path / "c.md").write_text("new\n")
     assert A.changed_files("HEAD~1", tmp_path) == ["a.md", "b.md", "c.md"]
     assert A.changed_files("HEAD", tmp_path) == ["b.md", "c.md"]
+
+
+def test_a_file_that_reaches_a_test_already_planned_is_not_said_to_reach_none():
+    """A profile changed with its own pages: the pages are planned for both, and the profile
+    is listed as reaching them, never as read by no test."""
+    pages = [p for p in A.pages_of_site("frontier") if p.startswith("docs/howto/frontier/")]
+    p = A.plan([*pages, "sites/frontier.yaml"])
+    assert "sites/frontier.yaml" not in p.reaches_nothing
+    assert all("sites/frontier.yaml" in p.targets[page] for page in pages)
+    assert "no test reads it" not in A.describe(p)
+    nothing = A.Plan(["x.md"], static=True, reaches_nothing=["x.md"])
+    assert "x.md: no test reads it" in A.describe(nothing)
+
+
+def test_the_plan_says_which_tests_need_the_frameworks():
+    """Pages, profiles and their job scripts' pages run in the small environment; the
+    scaled-down runs and the trainers' own tests need PyTorch and TensorFlow, and say why."""
+    p = A.plan(["sites/frontier.yaml"])
+    runs = {t for t in A.pytest_args(p) if t.startswith(A.EXAMPLES_RUN.split("::")[0])}
+    assert runs and runs <= set(p.ml)
+    assert all(p.ml[t] == "a scaled-down run of a job script trains" for t in runs)
+    own = [t for t in A.pytest_args(p) if t.startswith("docs/howto/frontier/")]
+    assert own and not set(own) & set(p.ml), "the site's pages need no framework"
+    assert "needs PyTorch and TensorFlow (.nox/_ml) for" in A.describe(p)
+    page = A.plan(["docs/howto/frontier/pytorch-ddp-one-node.md"])
+    assert page.ml == {} and "needs no PyTorch or TensorFlow" in A.describe(page)
+    trainer = A.plan(["examples/pytorch/train_resnet.py"])
+    assert trainer.ml[TESTS["examples/pytorch/train_resnet.py"]] == "a trainer's own tests train"
+    assert A.needs_ml("docs/howto/data.md").startswith("it runs python "), "its run block trains"

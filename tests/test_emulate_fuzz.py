@@ -40,7 +40,7 @@ from clusterkit.emulate.checkjob import check_job_file
 from clusterkit.emulate.jsrun import check_jsrun_line
 from clusterkit.emulate.report import with_ranks
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import load_site, profile_paths
+from clusterkit.sites.profiles import all_sites
 
 _COMMON = {
     "deadline": None,
@@ -52,7 +52,7 @@ FUZZ = settings.get_profile(
     "emulate-long" if os.environ.get("CLUSTERKIT_FUZZ") == "long" else "emulate-ci"
 )
 
-SITES = [load_site(path.stem) for path in profile_paths()]
+SITES = list(all_sites())
 RULE = re.compile(r"^[a-z][a-z0-9:-]*$")
 
 # --------------------------------------------------------------------------- values

@@ -293,8 +293,12 @@ def test_emulator_agrees_with_real_slurm_on_the_corpus(script):
 
 
 def test_corpus_has_both_verdicts_for_each_slurm_site():
+    """Each site's folder of the corpus is a Slurm site's, and holds scripts of both kinds."""
     verdicts = {(p.parts[-3], p.parts[-2]) for p in CORPUS}
-    assert verdicts == {(s, v) for s in ("bede", "archer2") for v in ("good", "bad")}
+    sites = {site for site, _ in verdicts}
+    assert {"bede", "archer2"} <= sites
+    assert all(load_site(site).scheduler == "slurm" for site in sites)
+    assert verdicts == {(s, v) for s in sites for v in ("good", "bad")}
 
 
 BEDE = load_site("bede")

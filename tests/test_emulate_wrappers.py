@@ -22,10 +22,12 @@ def _rules(text: str, site) -> list[tuple[str, int, str]]:
     return [(str(f.path), f.line, f.rule) for f in findings if f.level == "error"]
 
 
-def test_the_wrappers_register_by_the_names_the_profile_gives():
+def test_the_wrappers_are_judged_by_the_names_the_profile_gives(bede):
     assert wrapper_names() == ["ghbatch", "ghlogin", "ghrun"]
     for name in wrapper_names():
-        assert registry.command(name).scheduler == "slurm"
+        assert registry.command(name, bede).scheduler == "slurm"
+        assert registry.command(name) is None, "a site's own command, on that site only"
+        assert registry.command(name, load_site("frontier")) is None
 
 
 @pytest.mark.parametrize(

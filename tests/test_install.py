@@ -6,7 +6,7 @@ of the repository with the build tools at hand, unpacks it into a scratch folder
 ``pip install`` puts into site-packages) and runs the command from there, with the checkout off
 the path and the frameworks' imports refused. The second (``slow``) does what a centre's CI
 does: a bare virtual environment, ``pip install`` of the repository (the build tools and the
-six dependencies from PyPI or pip's cache), and the ``clusterkit`` command it installs; it
+dependencies from PyPI or pip's cache), and the ``clusterkit`` command it installs; it
 needs PyPI, and says so when it cannot reach it.
 """
 
@@ -95,7 +95,7 @@ print(json.dumps(out))
 
 
 def test_the_installed_files_judge_every_job_script_without_frameworks(tmp_path):
-    """The wheel's files, unpacked into a scratch folder, with only the six dependencies."""
+    """The wheel's files, unpacked into a scratch folder, with only its dependencies."""
     # looked up, not imported: setuptools' distutils hack fails in a process that has already
     # imported the standard library's distutils (another test may have), and pip builds the
     # wheel in a process of its own anyway

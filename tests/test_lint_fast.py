@@ -50,3 +50,43 @@ def test_sphinx_is_skipped_with_a_reason_where_it_is_missing(monkeypatch, capsys
 
 def test_job_scripts_and_profiles_pass():
     assert fast.main(["--only", "profiles", "--only", "jobs", "-q"]) == 0
+
+
+# Runs in a fresh interpreter in which the packages named in argv[1] cannot be imported.
+WITHOUT = r"""
+import importlib.abc, sys
+REFUSED = set(sys.argv[1].split(","))
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in REFUSED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Refuse())
+sys.argv = sys.argv[2:]
+import runpy
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+
+def _without(packages: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT, packages, *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_command_that_needs_a_missing_package_names_it():
+    r = _without("packaging", "clusterkit", "profiles")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == (
+        "clusterkit profiles: needs the Python package packaging, which is not installed here: "
+        "install packaging"
+    )
+
+
+def test_a_check_that_needs_a_missing_package_names_it():
+    r = _without("docutils,sphinx", "clusterkit.pages.fast", "--only", "site-pages")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert (
+        "site-pages: needs the Python package docutils, which is not installed here: install "
+        "docutils (or pip install -e '.[docs]')"
+    ) in r.stderr

@@ -170,3 +170,20 @@ def test_recipes_and_the_trainers_option_page_link_each_other(program):
     assert SP.site_recipes_running(DOCS, program, SITES), f"no recipe runs {program}"
     found = [f for f in SP.check_trainer_pages(DOCS, SITES) if program in f.message]
     assert not found, "\n".join(map(str, found))
+
+
+def test_a_message_that_points_to_the_guide_names_a_section_it_has(tmp_path):
+    """The emulator's warning for a third-party program without a contract sends the reader to
+    a section of docs/contributing.md, by its heading, and the guide has it."""
+    from clusterkit.emulate.sbatch import check_slurm_script
+
+    text = (
+        "#!/bin/bash\n#SBATCH --account=bdXXXYY\n#SBATCH --gres=gpu:1\n#SBATCH --time=00:10:00\n"
+        "srun python their_benchmark.py --steps 10\n"
+    )
+    report = check_slurm_script(tmp_path / "job.sbatch", load_site("bede"), text=text)
+    (warning,) = [f for f in report.findings if f.rule == "script-contract"]
+    section = re.search(r'see "([^"]+)" in docs/contributing\.md', warning.message)
+    assert section, warning.message
+    headings = re.findall(r"^## (.+?)\s*$", (DOCS / "contributing.md").read_text(), re.M)
+    assert section[1] in headings

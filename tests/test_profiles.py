@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,8 +34,9 @@ def test_profile_is_valid(name):
     site = load_site(name)
     assert site.partitions, "a site needs partitions"
     for part in site.partitions.values():
-        # no limit of its own only where the site gives its limits per QoS
-        assert (part.max_walltime_s is None and site.qos) or part.max_walltime_s > 0
+        # no limit of its own only where the site gives its limits per QoS; or none is known
+        unknown = part.max_walltime_unknown is not None
+        assert unknown or (part.max_walltime_s is None and site.qos) or part.max_walltime_s > 0
 
 
 def test_lifecycles_match_the_sites_history():
@@ -310,3 +313,174 @@ def test_ci_requirements_follow_the_stack_or_its_ci_route():
     assert archer2["pytorch-2.9.1a0-cpu"].ci_pip == ["torch==2.9.1", "torchvision==0.24.1"]
     skipped = load_site("summit").stacks["open-ce-1.1.3-py38"]
     assert skipped.ci_pip is None and "torch 1.7.1" in skipped.ci_skip
+
+
+# --------------------------------------------------------------------------- unknown facts
+WHY_WALL = "not in the site's docs (queue policy page read 2026-11-28)"
+WHY_PYTHON = "the module page names no interpreter (read 2026-11-28)"
+
+
+def _unknowns(tmp_path: Path) -> Path:
+    """Isambard-AI's profile with its partition's max_walltime, a node type's memory and a
+    stack's Python written as unknown."""
+
+    def edit(text: str) -> str:
+        text = text.replace(
+            'max_walltime: "24:00:00"\n    default: true',
+            f'max_walltime: {{unknown: "{WHY_WALL}"}}\n    default: true',
+            1,
+        )
+        text = re.sub(
+            r"(\n    memory_gb:) [\d.]+", r'\1 {unknown: "no figure in the docs"}', text, count=1
+        )
+        return text.replace('python: "3.12"', f'python: {{unknown: "{WHY_PYTHON}"}}', 1)
+
+    path = _copy(tmp_path, "isambard-ai", edit)
+    before = (ROOT / "sites" / "isambard-ai.yaml").read_text().count("unknown:")
+    assert path.read_text().count("unknown:") == before + 3
+    return path
+
+
+def test_a_fact_no_source_gives_is_written_unknown_and_validates(tmp_path):
+    site = load_profile(_unknowns(tmp_path))
+    part = site.partitions["workq"]
+    assert part.max_walltime_s is None and part.max_walltime_unknown == WHY_WALL
+    assert part.max_walltime == "not documented"
+    assert part.walltime_for(1) == (None, f"the workq partition's limit is unknown ({WHY_WALL})")
+    assert part.node_type.memory_gb is None and part.node_type.memory_text == "not documented"
+    stack = site.stacks["pytorch-pip"]
+    assert stack.python is None and stack.python_unknown == WHY_PYTHON
+    assert stack.python_text == "not documented"
+
+
+def test_an_unknown_needs_its_reason(tmp_path):
+    path = _copy(
+        tmp_path,
+        "isambard-ai",
+        lambda t: t.replace(
+            'max_walltime: "24:00:00"\n    default', 'max_walltime: {unknown: ""}\n    default', 1
+        ),
+    )
+    with pytest.raises(ProfileError) as exc:
+        load_profile(path)
+    (f,) = exc.value.findings
+    assert f.rule == "schema:minLength" and "partitions.workq.max_walltime.unknown" in f.message
+    assert f.line == _line_of(path, "max_walltime: {unknown")
+
+
+def test_a_job_against_an_unknown_fact_is_not_checked_and_says_so(tmp_path):
+    from clusterkit.emulate.checkjob import check_job_file
+
+    site = load_profile(_unknowns(tmp_path))
+    script = tmp_path / "job.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gpus-per-node=4\n#SBATCH --time=99:00:00\n"
+        "#SBATCH --mem=100000G\nset -euo pipefail\nsrun hostname\n"
+    )
+    report = check_job_file(script, site)
+    assert not report.errors, [str(f) for f in report.errors]
+    notes = {(f.line, f.message) for f in report.findings if f.rule == "fact-unknown"}
+    assert notes == {
+        (4, f"not checked: Isambard-AI partition workq's max_walltime is unknown ({WHY_WALL})"),
+        (
+            5,
+            "not checked: Isambard-AI node type gh200x4's memory_gb is unknown "
+            "(no figure in the docs)",
+        ),
+    }
+    assert all(f.level == "warning" for f in report.findings if f.rule == "fact-unknown")
+
+
+def test_pages_and_the_test_cluster_read_an_unknown_as_not_documented(tmp_path):
+    from clusterkit.pages.sphinxext import facts_rows
+    from clusterkit.runs.slurmconf import generate
+
+    site = load_profile(_unknowns(tmp_path))
+    _, parts = facts_rows(site, "partitions")
+    assert parts[0][:3] == ["workq", "gh200x4", "not documented"]
+    headers, stacks = facts_rows(site, "stacks")
+    assert stacks[0][headers.index("Python")] == "not documented"
+    _, nodes = facts_rows(site, "nodes")
+    assert "not documented" in nodes[0]
+    conf = generate(site, state=tmp_path / "state", port_base=17000)["slurm.conf"]
+    assert re.search(r"^PartitionName=workq .*MaxTime=UNLIMITED", conf, re.M), conf
+    assert f"# workq's max_walltime is unknown ({WHY_WALL})" in conf
+
+
+def test_an_install_for_a_stack_of_unknown_python_is_not_resolved(tmp_path):
+    from clusterkit.commands.install_target import _target
+
+    site = load_profile(_unknowns(tmp_path))
+    stack = site.stacks["pytorch-pip"]
+    node = site.node_types["gh200x4"]
+    target = _target(site, node, stack.python or "", f"stack {stack.key}")
+    assert target.python == "" and "Python unknown" in target.what
+
+
+# --------------------------------------------------------------------------- broken profiles
+def _sites_with_a_half_written_one(tmp_path: Path) -> Path:
+    """The project's profiles, the scaffold's skeleton beside them (every fact a marker) and a
+    profile with a schema error."""
+    from clusterkit.pages import scaffold
+
+    sites = tmp_path / "sites"
+    shutil.copytree(ROOT / "sites", sites)
+    (sites / "halfway.yaml").write_text(scaffold.PROFILE.format(name="halfway", title="Halfway"))
+    broken = (sites / "cirrus.yaml").read_text().replace("name: cirrus", "name: wrongname", 1)
+    (sites / "renamed.yaml").write_text(broken.replace("sockets: 2", "sockets: two", 1))
+    return sites
+
+
+def _run(sites: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERKIT_")}
+    env["CLUSTERKIT_SITES_DIR"] = str(sites)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
+
+
+@pytest.mark.slow
+def test_a_half_written_profile_stops_only_its_own_site(tmp_path):
+    sites = _sites_with_a_half_written_one(tmp_path)
+    for site, script in (
+        ("frontier", "frontier/pytorch-ddp-1node.sbatch"),
+        ("generic", "bede/pytorch-ddp-1node.sbatch"),
+    ):
+        r = _run(sites, "-m", "clusterkit", "check-job", "--site", site, f"examples/{script}")
+        assert r.returncode == 0 and "halfway" not in r.stderr + r.stdout, r.stderr
+    own = _run(
+        sites,
+        "-m",
+        "clusterkit",
+        "check-job",
+        "--site",
+        "halfway",
+        "examples/frontier/pytorch-ddp-1node.sbatch",
+    )
+    assert own.returncode == 1 and "Traceback" not in own.stderr
+    (line,) = own.stderr.splitlines()
+    assert re.match(r"^\S*halfway\.yaml:\d+: \[fill-in\] \d+ fill-in marker\(s\) left", line)
+
+    checks = ["profiles", "jobs", "inventories", "stacks", "site-pages"]
+    only = [f"--only={c}" for c in checks]
+    fast = _run(sites, "-m", "clusterkit.pages.fast", *only)
+    assert fast.returncode == 1 and "Traceback" not in fast.stderr
+    assert "skipped" not in fast.stdout
+    # every other check ran, and found what it finds without the two profiles
+    before = _run(ROOT / "sites", "-m", "clusterkit.pages.fast", *only)
+    for check in checks[1:]:
+        line = re.compile(rf"^{check} +(ok|\d+ error\(s\)) ", re.M)
+        assert line.search(fast.stdout)[1] == line.search(before.stdout)[1], fast.stdout
+    errors = {ln for ln in fast.stderr.splitlines() if "warning:" not in ln}
+    assert {e for e in errors if "halfway" not in e and "renamed" not in e} == {
+        ln for ln in before.stderr.splitlines() if "warning:" not in ln
+    }
+    assert re.search(r"^profiles .*halfway, renamed not loaded", fast.stdout, re.M), fast.stdout
+    assert "halfway.yaml: [fill-in] not validated while it holds fill-in markers" in fast.stderr
+    assert "renamed.yaml:" in fast.stderr and "[schema:type]" in fast.stderr
+    assert fast.stdout.splitlines()[-1].endswith("the profile of halfway, renamed does not load"), (
+        fast.stdout
+    )
+
+    plan = _run(sites, "-m", "clusterkit.pages.affected", "HEAD", "--json")
+    assert plan.returncode == 0 and "Traceback" not in plan.stderr, plan.stderr

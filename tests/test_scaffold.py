@@ -1,9 +1,13 @@
 """A new site from the scaffold (``python -m clusterkit new-site``): the fast pass refuses it while
-its facts are fill-in markers and accepts it once they are written; the guide names every place
-the scaffold writes, and no other; the fast pass catches each rule a site's pages keep."""
+its facts are fill-in markers (and checks every other site meanwhile) and accepts it once they
+are written; a site unlike the others (QoS first, facts no source gives) passes the fast pass,
+affected's planner and the generated Slurm configuration; the guide names every place the
+scaffold writes, and no other; the fast pass catches each rule a site's pages keep."""
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import re
 import shutil
@@ -12,8 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusterkit.pages import scaffold, site_pages
+from clusterkit.pages.recipes import recipes_running
 from clusterkit.sites.profiles import ROOT, all_sites
 
 NAME, TITLE = "sandbox", "Sandbox"
@@ -58,6 +64,7 @@ FACTS = {
     "scratch-path": "/scratch/<project>",
     "scratch-description": "scratch for jobs",
     "scratch-kind": "parallel",
+    "data-dir": "/scratch/abc123/imagenet-shards",
     "pytorch-stack-title": "PyTorch module",
     "pytorch-python": "3.12",
     "torch-version": "2.14.1",
@@ -101,6 +108,15 @@ def repository_copy(dest: Path) -> Path:
     return dest
 
 
+def git_repository_copy(dest: Path) -> Path:
+    """The copy of :func:`repository_copy`, committed: a base for affected's planner."""
+    repository_copy(dest)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.org"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run([*git, *args], cwd=dest, check=True, capture_output=True)
+    return dest
+
+
 def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERKIT_")}
     env["PYTHONPATH"] = str(repo)
@@ -109,13 +125,13 @@ def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def fill(repo: Path, writes: list[scaffold.Write]) -> None:
+def fill(repo: Path, writes: list[scaffold.Write], facts: dict[str, str] = FACTS) -> None:
     for w in writes:
         path = repo / w.path.relative_to(ROOT)
         text = path.read_text(encoding="utf-8")
-        unknown = {m["key"] for m in site_pages.MARKER.finditer(text)} - set(FACTS)
+        unknown = {m["key"] for m in site_pages.MARKER.finditer(text)} - set(facts)
         assert not unknown, f"no value in FACTS for the marker(s) {sorted(unknown)}"
-        text = site_pages.MARKER.sub(lambda m: FACTS[m["key"]], text)
+        text = site_pages.MARKER.sub(lambda m: facts[m["key"]], text)
         path.write_text(text, encoding="utf-8")
 
 
@@ -129,19 +145,22 @@ def test_a_scaffolded_site_is_refused_until_its_facts_are_written(tmp_path):
     for w in writes:
         assert f"{'new ' if w.new else 'edit'} {w.path.relative_to(ROOT)}" in r.stdout
 
-    refused = run(repo, "-m", "clusterkit.pages.fast")
+    checks = ("fill-in", "profiles", "jobs", "site-pages", "stacks")
+    refused = run(repo, "-m", "clusterkit.pages.fast", *(f"--only={c}" for c in checks))
     assert refused.returncode == 1, refused.stdout + refused.stderr
     marked = {w.path.relative_to(ROOT) for w in writes if site_pages.MARKER.search(w.text)}
     named = {Path(m) for m in re.findall(r"^(\S+?):\d+: \[fill-in\]", refused.stderr, re.M)}
     assert named == marked, "every file with a marker is named, at its lines"
     assert f"sites/{NAME}.yaml: [fill-in] not validated" in refused.stderr
-    assert "skipped: needs every profile to load" in refused.stdout
+    # the other sites are checked meanwhile: every job script but the new site's is judged
+    assert "skipped" not in refused.stdout
+    assert re.search(rf"^jobs +ok +{len(_job_scripts())} job script", refused.stdout, re.M)
+    assert refused.stdout.splitlines()[-1].endswith(f"the profile of {NAME} does not load")
 
     fill(repo, writes)
     accepted = run(repo, "-m", "clusterkit.pages.fast")
     if accepted.returncode != 0:  # errors the checkout had before the site: not the site's
-        base = run(repository_copy(tmp_path / "base"), "-m", "clusterkit.pages.fast")
-        ours = set(_errors(accepted)) - set(_errors(base))
+        ours = errors_the_checkout_lacks(accepted, repo, repository_copy(tmp_path / "base"))
         assert not ours, "\n".join(sorted(ours))
         assert not [e for e in _errors(accepted) if NAME in e]
     assert re.search(rf"^jobs +ok +{len(_job_scripts()) + 2} job script", accepted.stdout, re.M)
@@ -149,10 +168,33 @@ def test_a_scaffolded_site_is_refused_until_its_facts_are_written(tmp_path):
     pages = [str(w.path.relative_to(ROOT)) for w in writes if w.new and w.path.suffix == ".md"]
     tested = run(repo, "-m", "pytest", "-p", "no:cacheprovider", "-q", *pages)
     assert tested.returncode == 0, tested.stdout[-3000:]
+    # the option pages list the new recipes, found by their links, as they list every other
+    for program, page in (("train_resnet.py", "pytorch-ddp-one-node"),
+                          ("train_resnet_keras.py", "tensorflow-one-node")):  # fmt: skip
+        listed = recipes_running(repo / "docs", program)
+        assert listed[NAME] == [f"/howto/{NAME}/{page}"]
+        assert listed.keys() - {NAME} == recipes_running(ROOT / "docs", program).keys()
 
 
 def _errors(r: subprocess.CompletedProcess) -> list[str]:
     return [line for line in r.stderr.splitlines() if "warning:" not in line and line.strip()]
+
+
+def errors_the_checkout_lacks(
+    r: subprocess.CompletedProcess, repo: Path, base: Path, run_base=None
+) -> set[str]:
+    """The fast pass's errors in ``repo`` that the same pass over ``base`` (the checkout as it
+    was, in another folder) does not report: a failing pass is the change's only through
+    these. Paths are taken relative to each folder before they are compared."""
+    if r.returncode == 0:
+        return set()
+    before = (run_base or (lambda: run(base, "-m", "clusterkit.pages.fast")))()
+
+    def norm(result: subprocess.CompletedProcess, root: Path) -> set[str]:
+        lines = (line.replace(f"{root}/", "") for line in _errors(result))
+        return {re.sub(r"0x[0-9a-f]+", "0x...", line) for line in lines}  # objects' addresses
+
+    return norm(r, repo) - norm(before, base)
 
 
 def _job_scripts() -> list[Path]:
@@ -189,15 +231,134 @@ def test_the_scaffold_refuses_a_bad_name_or_a_site_that_exists(tmp_path, capsys)
     assert not (tmp_path / "sites" / "newsite.yaml").exists(), "nothing is written on a refusal"
 
 
-def test_the_recipe_lists_of_the_option_pages_take_the_new_recipe():
-    one = "the recipes that run\nit are {doc}`/howto/a/x`.\n"
-    assert scaffold.recipe_list(one, "p", "/howto/b/y") == (
-        "the recipes that run\nit are {doc}`/howto/a/x` and\n{doc}`/howto/b/y`.\n"
-    )
-    many = "the recipes that run it are {doc}`/a`, {doc}`/b`\nand {doc}`/c`.\n"
-    assert scaffold.recipe_list(many, "p", "/d") == (
-        "the recipes that run it are {doc}`/a`, {doc}`/b`,\n{doc}`/c` and\n{doc}`/d`.\n"
-    )
+def test_the_scaffold_edits_no_sentence():
+    """It adds rows, toctree entries and sections; every line it changes in a page it edits is
+    a table row, a toctree entry or a line of a new section, never a line of prose."""
+    for w in scaffold.plan("some-site", "Some Site"):
+        if w.new:
+            continue
+        before, after = w.path.read_text(encoding="utf-8").splitlines(), w.text.splitlines()
+        ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+        assert {op for op, *_ in ops} <= {"equal", "insert"}, f"{w.path}: a line changed"
+        added = [line for op, _, _, j1, j2 in ops if op == "insert" for line in after[j1:j2]]
+        assert added, w.path
+        if w.path.parent.name == "docs" or w.path.name == "index.md":
+            # a row of the landing matrix, or a toctree entry (a document's path)
+            assert all(re.fullmatch(r"\|.*\||[\w/-]+", line) for line in added), added
+
+
+# --------------------------------------------------------------------------- an unlike site
+# A site whose jobs choose their nodes by constraint (-C gpu), name a QoS first (a job that
+# names none gets the default one), are charged to the user's default account unless they name
+# another, take an option of a SPANK plugin, and whose documentation leaves two facts open. Its
+# profile, as changes to the filled-in skeleton: (keys, value); what the schema gains joins
+# this list, and the job scripts' lines below.
+UNLIKE, UNLIKE_TITLE = "lakeside", "Lakeside"
+WHY_WALL = "not in Lakeside's queue policy page or its FAQ (both read 2026-11-28)"
+WHY_PYTHON = "the module page names no interpreter (read 2026-11-28)"
+SOURCE = [{"title": "Lakeside, jobs", "url": "https://docs.example.org/lakeside/jobs/",
+           "retrieved": "2026-11-28"}]  # fmt: skip
+UNLIKE_PROFILE = [
+    (("account",), {"required": False, "default": "the user's default project",
+                    "option": "--account", "pattern": "^[a-z]{3}[0-9]{3}$", "example": "abc123"}),
+    (("node_types", "gpu-node", "features"), ["gpu"]),
+    (("qos",), {"debug": {"description": "short tests", "default": True,
+                          "max_walltime": "00:30:00", "max_nodes": 2},
+                "regular": {"description": "production work", "max_nodes": 64}}),
+    (("partitions", "gpu", "qos"), ["debug", "regular"]),
+    (("partitions", "gpu", "max_walltime"), {"unknown": WHY_WALL}),
+    (("plugins",), {"gpu-pin": {
+        "description": "pins each task to the GPUs nearest its cores",
+        "options": [{"name": "--gpu-pin", "value": "required", "pattern": "^(closest|none)$",
+                     "tools": ["sbatch", "srun"]}],
+        "sources": SOURCE}}),
+    (("stacks", "pytorch", "python"), {"unknown": WHY_PYTHON}),
+]  # fmt: skip
+# #SBATCH lines the site's job scripts carry besides the skeleton's
+UNLIKE_DIRECTIVES = ["#SBATCH --qos=regular", "#SBATCH -C gpu", "#SBATCH --gpu-pin=closest"]
+# sections its reference page has besides the skeleton's, for the parts of the profile it adds
+UNLIKE_SECTIONS = [
+    "## QoS\n\n```{{site-facts}} {name}\n:show: qos\n```\n",
+    "## Plug-ins\n\n```{{site-facts}} {name}\n:show: plugins\n```\n",
+]
+
+
+def _unlike(repo: Path) -> list[scaffold.Write]:
+    r = run(repo, "-m", "clusterkit", "new-site", UNLIKE, "--title", UNLIKE_TITLE)
+    assert r.returncode == 0, r.stderr
+    writes = scaffold.plan(UNLIKE, UNLIKE_TITLE, ROOT)
+    fill(repo, writes)
+    profile = repo / "sites" / f"{UNLIKE}.yaml"
+    data = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    for keys, value in UNLIKE_PROFILE:
+        node = data
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    profile.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    for script in (repo / "examples" / UNLIKE).glob("*.sbatch"):
+        lines = script.read_text(encoding="utf-8").splitlines()
+        at = max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) + 1
+        script.write_text("\n".join([*lines[:at], *UNLIKE_DIRECTIVES, *lines[at:]]) + "\n")
+    reference = repo / "docs" / "reference" / "sites" / f"{UNLIKE}.md"
+    sections = "\n".join(s.format(name=UNLIKE) for s in UNLIKE_SECTIONS)
+    reference.write_text(reference.read_text(encoding="utf-8") + "\n" + sections)
+    return writes
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="copies the files git knows; needs git")
+def test_a_site_unlike_the_others_passes_the_fast_pass_the_planner_and_slurm(tmp_path):
+    repo = git_repository_copy(tmp_path / "repo")
+    writes = _unlike(repo)
+
+    fast = run(repo, "-m", "clusterkit.pages.fast")
+    ours = errors_the_checkout_lacks(fast, repo, repository_copy(tmp_path / "base"))
+    assert not ours, "\n".join(sorted(ours))
+    assert not [e for e in _errors(fast) if UNLIKE in e], fast.stderr[-5000:]
+    assert "skipped" not in fast.stdout.replace("skipped: shellcheck", "")
+    # the job asks for an hour against a limit no source gives: not checked, and said so
+    wall = f"not checked: {UNLIKE_TITLE} partition gpu's max_walltime is unknown ({WHY_WALL})"
+    for script in ("pytorch-ddp-1node.sbatch", "tensorflow-1node.sbatch"):
+        r = run(
+            repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, f"examples/{UNLIKE}/{script}"
+        )
+        assert r.returncode == 0 and f"warning: [fact-unknown] {wall}" in r.stderr, r.stderr
+        # without its QoS the job gets the default one, whose 30 minutes are too few
+        text = (repo / "examples" / UNLIKE / script).read_text()
+        (tmp_path / script).write_text(text.replace("#SBATCH --qos=regular\n", ""))
+        r = run(repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, str(tmp_path / script))
+        assert r.returncode == 1 and "[qos-time-limit]" in r.stderr, r.stderr
+        # the plugin's option is judged against its pattern, as the profile declares it
+        (tmp_path / script).write_text(text.replace("--gpu-pin=closest", "--gpu-pin=nearest"))
+        r = run(repo, "-m", "clusterkit", "check-job", "--site", UNLIKE, str(tmp_path / script))
+        assert r.returncode == 1 and "--gpu-pin" in r.stderr, r.stderr
+
+    plan = run(repo, "-m", "clusterkit.pages.affected", "HEAD", "--json")
+    assert plan.returncode == 0, plan.stderr
+    got = json.loads(plan.stdout.splitlines()[-1])
+    assert got["static"] and not got["everything"]
+    new_pages = {str(w.path.relative_to(ROOT)) for w in writes if w.path.suffix == ".md" and w.new}
+    assert new_pages <= set(got["pytest"])
+    runs = {f"tests/test_examples_run.py::test_job_script_runs[{UNLIKE}/{s}]"
+            for s in ("pytorch-ddp-1node.sbatch", "tensorflow-1node.sbatch")}  # fmt: skip
+    assert runs <= set(got["pytest"])
+    assert set(got["ml"]) == runs, "the new site's pages need no framework"
+    assert f"sites/{UNLIKE}.yaml" not in got["reaches_nothing"]
+    collected = run(repo, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", *runs)
+    assert collected.returncode == 0, collected.stdout[-2000:]
+
+    out = tmp_path / "slurm"
+    conf = run(repo, "-m", "clusterkit.runs.slurmconf", UNLIKE, "--out", str(out),
+               "--state", str(tmp_path / "state"), "--no-phantoms")  # fmt: skip
+    assert conf.returncode == 0, conf.stderr
+    text = (out / "slurm.conf").read_text()
+    (part,) = re.findall(r"^PartitionName=gpu .*$", text, re.M)
+    assert "MaxTime=UNLIMITED" in part and f"# gpu's max_walltime is unknown ({WHY_WALL})" in text
+    assert re.search(r"^NodeName=\S+ .*Sockets=1 CoresPerSocket=64 ThreadsPerCore=2 "
+                     r"RealMemory=524288 Gres=gpu:4 Features=gpu", text, re.M), text  # fmt: skip
+    lua = (out / "job_submit.lua").read_text()
+    assert re.search(r'\["debug"\] = \{.*max_minutes = 30', lua), lua
 
 
 # --------------------------------------------------------------------------- the rules
@@ -249,11 +410,29 @@ def test_a_site_without_a_row_or_a_reference_page_is_refused(docs):
     assert any(f.startswith("[reference-page] no reference page for cirrus") for f in found)
 
 
-def test_an_option_page_that_leaves_out_a_recipe_is_refused(docs):
+def test_an_option_page_that_does_not_list_the_recipes_is_refused(docs):
     page = docs / "reference" / "trainers" / "tensorflow.md"
     text = page.read_text(encoding="utf-8")
-    page.write_text(text.replace("{doc}`/howto/frontier/tensorflow-one-node` and\n", ""))
+    page.write_text(text.replace("```{recipes-running} train_resnet_keras.py\n```\n", ""))
     (found,) = _rules(docs)
     assert found.startswith(
-        "[trainer-page] does not list {doc}`/howto/frontier/tensorflow-one-node`"
+        "[trainer-page] does not list the recipes that run train_resnet_keras.py: add a "
+        "```{recipes-running} train_resnet_keras.py``` block"
     )
+
+
+def test_the_option_pages_list_every_recipe_that_runs_the_trainer(docs):
+    """By its job script's site, from the pages' own includes: a recipe of each site whose
+    scripts start the trainer, the data page under each site it has a script for."""
+    listed = recipes_running(docs, "train_resnet.py")
+    assert "/howto/frontier/pytorch-ddp-one-node" in listed["frontier"]
+    includes = re.finditer(
+        r"\{literalinclude\}\s+\S*examples/([\w-]+)/(\S+\.(?:sbatch|slurm|lsf))\s*$",
+        (docs / "howto" / "data.md").read_text(),
+        re.M,
+    )
+    data_sites = {
+        m[1] for m in includes if "train_resnet.py" in (ROOT / "examples" / m[1] / m[2]).read_text()
+    }
+    assert data_sites and {s for s, docs_ in listed.items() if "/howto/data" in docs_} == data_sites
+    assert not any(doc.startswith("/howto/bede/") for doc in listed.get("frontier", []))

@@ -18,7 +18,7 @@ from clusterkit.pages.sphinxext import facts_rows
 from clusterkit.runs import slurmconf
 from clusterkit.sites import lmod
 from clusterkit.sites.errors import ProfileError
-from clusterkit.sites.profiles import load_profile, load_site, profile_paths
+from clusterkit.sites.profiles import all_sites, load_profile, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def binned() -> list:
     """(site, partition) pairs whose partition has walltime size bins."""
     out = []
-    for path in profile_paths():
-        site = load_site(path.stem)
+    for site in all_sites():
         for part in site.partitions.values():
             if part.raw.get("walltime_by_nodes") and site.scheduler == "slurm":
                 out.append(pytest.param(site.name, part.name, id=f"{site.name}:{part.name}"))
@@ -36,9 +35,9 @@ def binned() -> list:
 
 def mapped() -> list:
     return [
-        pytest.param(p.stem, id=p.stem)
-        for p in profile_paths()
-        if any(nt.raw.get("cpu_gpu_map") for nt in load_site(p.stem).node_types.values())
+        pytest.param(s.name, id=s.name)
+        for s in all_sites()
+        if any(nt.raw.get("cpu_gpu_map") for nt in s.node_types.values())
     ]
 
 
@@ -149,7 +148,7 @@ def test_a_map_naming_a_missing_gpu_is_a_finding(site_name, tmp_path):
 # --------------------------------------------------------------------------- core specialization
 def test_core_spec_zero_gives_the_reserved_cores_back(tmp_path):
     """-S N leaves N cores per node to the system: with -S 0 a job may use every core."""
-    sites = [load_site(p.stem) for p in profile_paths()]
+    sites = list(all_sites())
     site = next(
         s
         for s in sites
@@ -169,8 +168,7 @@ def test_core_spec_zero_gives_the_reserved_cores_back(tmp_path):
 # --------------------------------------------------------------------------- modules' environment
 def test_modulefiles_set_what_the_profile_says():
     seen = 0
-    for path in profile_paths():
-        site = load_site(path.stem)
+    for site in all_sites():
         for mod in site.modules:
             text = lmod.modulefile(site, mod)
             for item in mod.raw.get("sets", ()):
@@ -190,10 +188,10 @@ def test_a_whole_machine_plan_is_counts_not_lists(tmp_path):
     how long it takes); no rank is listed unless asked for."""
     site, part = max(
         (
-            (load_site(p.stem), part)
-            for p in profile_paths()
-            for part in load_site(p.stem).partitions.values()
-            if load_site(p.stem).scheduler == "slurm" and part.node_type.gpus
+            (s, part)
+            for s in all_sites()
+            for part in s.partitions.values()
+            if s.scheduler == "slurm" and part.node_type.gpus
         ),
         key=lambda sp: sp[1].max_nodes or sp[1].size or 0,
     )
@@ -220,8 +218,7 @@ def test_every_site_gets_substitutions_pages_can_use():
     spec.loader.exec_module(conf)
     keys = conf.myst_substitutions
     assert all(re.fullmatch(r"[A-Za-z_]\w*", k) for k in keys), [k for k in keys if "-" in k]
-    for path in profile_paths():
-        site = load_site(path.stem)
+    for site in all_sites():
         assert keys[f"{site.name.replace('-', '_')}_title"] == site.title
 
 

@@ -150,6 +150,28 @@ def test_a_page_that_runs_a_program_must_name_a_stack(known, tmp_path):
     assert finding.rule == "stack-missing"
 
 
+def test_a_recipe_whose_stack_is_older_than_its_trainer_needs_is_refused(known, tmp_path):
+    """A job script of the page starts the PyTorch trainer; the page names a stack in service
+    with an older torch than the trainer's MINIMUM_VERSIONS: an error at the stack's line,
+    naming the page, the stack, its version and the minimum. A historical stack: a warning."""
+    oldest = S.minimum_versions(TORCH_TRAINER)["torch"]
+    script = ROOT / "examples" / "bede" / "pytorch-ddp-1node.sbatch"
+    body = f"```{{page-stacks}}\n```\n\n```{{literalinclude}} {script}\n```\n"
+    path = page(tmp_path, "site: bede\nstacks:\n  - bede/torch\n  - bede/old-torch", body)
+    findings = SP.check_page(scan_page(path))
+    assert {(f.path, f.line, f.rule, f.level) for f in findings} == {
+        (path, 5, "stack-minimum", "error")
+    }
+    finding = next(f for f in findings if "has torch " in f.message)
+    assert finding.message.startswith(
+        f"stack bede/old-torch has torch 1.7.1, older than the torch {oldest} train_resnet.py "
+        "needs (its MINIMUM_VERSIONS)"
+    )
+    known["bede/old-torch"].raw["status"] = "historical"
+    findings = SP.check_page(scan_page(path))
+    assert findings and {(f.rule, f.level) for f in findings} == {("stack-minimum", "warning")}
+
+
 def test_job_scripts_lead_to_the_programs_they_start(tmp_path):
     body = (
         "```{literalinclude} " + str(ROOT / "examples/bede/pytorch-ddp-1node.sbatch") + "\n```\n"
@@ -171,7 +193,8 @@ def test_shell_blocks_of_the_page_lead_to_the_programs_they_start(known, tmp_pat
     )
     assert SP.page_programs(scan_page(page(tmp_path, "site: summit", body))) == [TORCH_TRAINER]
     recipe = page(tmp_path, "stacks: [bede/old-torch]", "```{page-stacks}\n```\n" + body)
-    assert SP.check_page(scan_page(recipe)) == []
+    # it runs the trainer, which needs a newer torch than the stack's
+    assert {f.rule for f in SP.check_page(scan_page(recipe))} == {"stack-minimum"}
     assert SP.programs_by_stack([scan_page(recipe)]) == {"bede/old-torch": [TORCH_TRAINER]}
     (finding,) = SP.check_page(scan_page(page(tmp_path, "site: summit", body)))
     assert finding.rule == "stack-missing" and "train_resnet.py" in finding.message
@@ -187,8 +210,9 @@ def test_programs_by_stack_follow_the_framework(known, tmp_path):
 
 
 def test_the_pages_name_stacks_that_exist():
-    """Every recipe page names its stacks, each one in a site profile, and shows them."""
-    findings = SP.check_all()
+    """Every recipe page names its stacks, each one in a site profile, and shows them; no
+    stack in service is too old for a program the page runs."""
+    findings = [f for f in SP.check_all() if f.level == "error"]
     assert not findings, "\n".join(map(str, findings))
 
 

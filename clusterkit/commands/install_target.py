@@ -57,7 +57,10 @@ def target_for(page: str | Path, line: int, site: Site, snippet: str = "") -> Ta
     stack = _stack(path, site, node)
     if stack is not None:
         node = site.node_types[stack.raw["node_types"][0]]
-        return _target(site, node, stack.python, f"stack {stack.key}")
+        why = f"stack {stack.key}"
+        if stack.python_unknown:
+            why += f", whose python is unknown: {stack.python_unknown}"
+        return _target(site, node, stack.python or "", why)
     python = snippet_python(snippet) or node.python or ""
     return _target(site, node, python, why)
 

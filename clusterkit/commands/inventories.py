@@ -28,7 +28,7 @@ from pathlib import Path
 from clusterkit.emulate import modules as M
 from clusterkit.grammars import myst as P
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import ROOT, Site, load_profile, profile_paths
+from clusterkit.sites.profiles import ROOT, Site, load_profile, profile_paths, unless_unloaded
 
 LOAD = {"load", "add", "try-load", "try-add", "switch", "swap"}
 
@@ -203,9 +203,9 @@ def lint_all(root: Path = ROOT, sites_dir: Path | None = None) -> list[Finding]:
     out: list[Finding] = []
     for page in sorted((root / "docs").rglob("*.md")):
         if "_build" not in page.parts:
-            out += lint_page(page, sites)
+            out += unless_unloaded(page, lambda p=page: lint_page(p, sites))
     for f in P.example_files(root / "examples"):
-        out += lint_file(f, sites)
+        out += unless_unloaded(f, lambda f=f: lint_file(f, sites))
     return out
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from clusterkit.commands import conda as conda_checks
 from clusterkit.grammars import myst as P
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import ROOT, Site, load_site
+from clusterkit.sites.profiles import ROOT, Site, load_site, unless_unloaded
 
 ARCHES = ("ppc64le", "aarch64", "x86_64")
 _ARCH_DIR = re.compile(rf"/(?P<arch>{'|'.join(ARCHES)})/")
@@ -103,5 +103,8 @@ def lint_all(root: Path = ROOT) -> list[Finding]:
     for path in P.example_files(root / "examples"):
         name = P.example_site(path)
         if name and path.suffix in JOB_SUFFIXES:
-            out += check_script(path, load_site(name), shown.get(path.resolve(), []))
+            pages = shown.get(path.resolve(), [])
+            out += unless_unloaded(
+                path, lambda p=path, n=name, s=pages: check_script(p, load_site(n), s)
+            )
     return out

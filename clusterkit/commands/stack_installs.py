@@ -129,7 +129,7 @@ def _differences(install: Install, stack: Stack, site: Site) -> list[str]:
             f"{where} is {', '.join(source)}"
         )
     python = install.python or _node_python(install, stack, site)
-    if python and python != stack.python:
+    if python and stack.python and python != stack.python:
         how = "makes its environment with" if install.python else "runs on the node's python3,"
         out.append(f"the command {how} Python {python}; the stack has Python {stack.python}")
     return out

@@ -158,7 +158,7 @@ def judge_command(ctx: Context, line: int, words: list[str], placement: Placemen
             f"{name} is {launcher['status']} on {site.title}; use {launcher['replacement']}",
             level="warning" if launcher["status"] == "historical" else "error",
         )
-    found = registry.command(name)
+    found = registry.command(name, site)
     if found is None:
         return
     if found.scheduler and found.scheduler != site.scheduler and launcher is None:

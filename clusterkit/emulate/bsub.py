@@ -27,7 +27,14 @@ from clusterkit.emulate.lsf_options import (
 )
 from clusterkit.grammars.placeholders import placeholder_in
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
+from clusterkit.sites.profiles import (
+    NodeType,
+    Partition,
+    Site,
+    duration_seconds,
+    format_seconds,
+    not_checked,
+)
 
 NOT_SUBMITTED = "Job not submitted."
 # -alloc_flags values documented for Summit (OLCF user guide); others get a warning
@@ -281,6 +288,12 @@ class _Rules:
         except ValueError as exc:
             self.bad("W", "walltime-format", f"bsub: {exc}. {NOT_SUBMITTED}")
             return
+        if queue.max_walltime_s is None:  # unknown, or no limit of its own
+            if queue.max_walltime_unknown and not queue.raw.get("walltime_by_nodes"):
+                fact = f"queue {queue.name}'s max_walltime"
+                msg = not_checked(self.site.title, fact, queue.max_walltime_unknown)
+                self.bad("W", "fact-unknown", msg, "warning")
+            return
         if a.wall > queue.max_walltime_s:
             self.bad(
                 "W",
@@ -442,10 +455,12 @@ class _Rules:
                 f"bsub: {a.nodes} nodes exceed queue {queue.name}'s {queue.max_nodes}",
             )
             return
-        if wall is None or not a.nodes or wall > queue.max_walltime_s:
+        if wall is None or not a.nodes:
             return
+        if queue.max_walltime_s is not None and wall > queue.max_walltime_s:
+            return  # refused already (run_limit)
         limit, shown, why = queue.walltime_limit(a.nodes)
-        if wall > limit:
+        if limit is not None and wall > limit:
             self.bad(
                 "W",
                 "walltime-bin",

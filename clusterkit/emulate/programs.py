@@ -25,6 +25,8 @@ from clusterkit.sites.errors import Finding
 from clusterkit.sites.profiles import Partition
 from clusterkit.sites.root import ROOT
 
+# The section of docs/contributing.md that says how to add a third-party program's contract
+CONTRACTS_SECTION = "Script contracts"
 # Launchers run as modules, and the command each stands for (judged by that command's judge)
 LAUNCHER_MODULES = {
     "accelerate.commands.launch": ["accelerate", "launch"],
@@ -161,7 +163,7 @@ def _contract(ctx: Context, line: int, script: str) -> contracts.Contract | None
             line,
             "script-contract",
             f"no command-line contract for {script}: add one under contracts/ (see "
-            "docs/contributing.md)",
+            f'"{CONTRACTS_SECTION}" in docs/contributing.md)',
             level="warning",
         )
     return found

@@ -4,7 +4,11 @@ A scheduler judge (``@register_scheduler("slurm")``) judges a whole job script o
 profile names that scheduler. A command judge (``@register_command("srun")``) judges one command
 of a script's body: a launcher, a wrapper that starts another command, a program, ``module``.
 A command judge that belongs to one scheduler says so (``scheduler="lsf"`` for ``jsrun``), and
-is then used only on that scheduler's sites. The judges live in the modules of
+is then used only on that scheduler's sites. What a site's profile names rather than a fixed
+name is registered by kind (``@register_kind("wrapper", scheduler="slurm")`` judges every
+command a profile lists as a wrapper of a Slurm client, Bede's ``ghbatch``) and found when a
+command of that site is looked up, so no profile is read before a site is asked for. The judges
+live in the modules of
 :data:`JUDGE_MODULES`, imported on the first look-up (the way ReFrame loads its schedulers and
 launchers), so that no judge imports another and the core imports none.
 """
@@ -42,6 +46,7 @@ class CommandJudge:
 
 
 _COMMANDS: dict[str, CommandJudge] = {}
+_KINDS: dict[str, CommandJudge] = {}  # kind (a method of Site: wrapper) -> its judge
 _SCHEDULERS: dict[str, Callable] = {}
 _SNIPPETS: dict[str, Callable] = {}
 _loaded = False
@@ -54,6 +59,17 @@ def register_command(*names: str, scheduler: str | None = None):
     def add(fn: Callable) -> Callable:
         for name in names:
             _COMMANDS[name] = CommandJudge(name, fn, scheduler)
+        return fn
+
+    return add
+
+
+def register_kind(kind: str, scheduler: str | None = None):
+    """Decorator: ``fn(context, line, words, placement)`` judges every command a site's
+    profile lists as a ``kind`` (``site.wrapper(name)`` for ``"wrapper"``)."""
+
+    def add(fn: Callable) -> Callable:
+        _KINDS[kind] = CommandJudge(kind, fn, scheduler)
         return fn
 
     return add
@@ -88,10 +104,16 @@ def _load() -> None:
             importlib.import_module(name)
 
 
-def command(name: str) -> CommandJudge | None:
-    """The judge of a command (``python3.11`` is judged as ``python``), or None."""
+def command(name: str, site=None) -> CommandJudge | None:
+    """The judge of a command (``python3.11`` is judged as ``python``), else, given a site,
+    the judge of what its profile lists the name as; None when nothing judges it."""
     _load()
-    return _COMMANDS.get("python" if name.startswith("python") else name)
+    found = _COMMANDS.get("python" if name.startswith("python") else name)
+    if found is None and site is not None:
+        for kind, judge in _KINDS.items():
+            if getattr(site, kind)(name):
+                return CommandJudge(name, judge.judge, judge.scheduler)
+    return found
 
 
 def scheduler(kind: str) -> Callable:

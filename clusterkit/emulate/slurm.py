@@ -28,7 +28,14 @@ from clusterkit.emulate.slurm_request import JobRequest, Value
 from clusterkit.grammars.slurm_constraint import Constraint, ConstraintError
 from clusterkit.grammars.slurm_constraint import parse as parse_constraint
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import NodeType, Partition, Site, duration_seconds, format_seconds
+from clusterkit.sites.profiles import (
+    NodeType,
+    Partition,
+    Site,
+    duration_seconds,
+    format_seconds,
+    not_checked,
+)
 
 E_PARTITION = "Batch job submission failed: Invalid partition name specified"
 E_TIME = (
@@ -409,6 +416,11 @@ class _Rules:
             return
         if self.site.generic or self._overrides_partition(a, "PartitionTimeLimit"):
             return
+        why = a.part.max_walltime_unknown
+        if why and not a.part.raw.get("walltime_by_nodes"):
+            fact = f"partition {a.part.name}'s max_walltime"
+            self.bad("time", "fact-unknown", not_checked(self.site.title, fact, why), "warning")
+            return
         limit = a.part.max_walltime_s
         if limit is not None and (a.time_s is None or a.time_s > limit):
             shown = "UNLIMITED" if a.time_s is None else format_seconds(a.time_s)
@@ -433,7 +445,11 @@ class _Rules:
         if self._overrides_partition(a, "PartitionTimeLimit"):
             return
         limit, shown, why = a.part.walltime_limit(a.nodes)
-        if limit is not None and a.time_s > limit:
+        if limit is None and a.part.max_walltime_unknown and a.part.raw.get("walltime_by_nodes"):
+            fact = f"partition {a.part.name}'s max_walltime"
+            msg = not_checked(self.site.title, fact, a.part.max_walltime_unknown)
+            self.bad("time", "fact-unknown", f"{msg}; no size bin holds {a.nodes}", "warning")
+        elif limit is not None and a.time_s > limit:
             self.bad(
                 "time",
                 "time-limit",
@@ -670,6 +686,11 @@ class _Rules:
                 mb = slurm_mem_mb(text) * (cpus if dest == "mem_per_cpu" else 1)
             except SlurmValueError as exc:
                 self.bad(dest, "option-value", f"sbatch: error: {exc}")
+                continue
+            if node.memory_gb is None:
+                fact = f"node type {node.name}'s memory_gb"
+                msg = not_checked(self.site.title, fact, node.memory_unknown)
+                self.bad(dest, "fact-unknown", msg, "warning")
                 continue
             if mb <= node.memory_gb * 1024:
                 continue

@@ -1,5 +1,6 @@
 """Judge the commands a site puts around a Slurm client (Bede's ``ghlogin``, ``ghbatch`` and
-``ghrun``), registered by the names the profiles give them under ``tools:`` with ``wraps``.
+``ghrun``): the judge of every command a profile lists under ``tools:`` with ``wraps``, found
+when a command of that site is looked up (registered by kind, so no profile is read at import).
 
 Such a command takes the options of the client it wraps and hands them on, after its own
 ``defaults``, to the partitions it serves: the options go through that client's grammar, and
@@ -28,7 +29,7 @@ from clusterkit.sites.profiles import Site, all_sites
 
 
 def wrapper_names() -> list[str]:
-    """Every command a profile lists as a wrapper of a Slurm client."""
+    """Every command a profile that loads lists as a wrapper of a Slurm client."""
     return sorted(
         {
             name
@@ -107,4 +108,4 @@ def _partition(path, line: int, name: str, tool: dict, report: Report) -> list[F
     return [Finding(path, line, "wrapper-partition", msg)]
 
 
-registry.register_command(*wrapper_names(), scheduler="slurm")(judge_wrapper)
+registry.register_kind("wrapper", scheduler="slurm")(judge_wrapper)

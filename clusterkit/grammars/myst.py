@@ -34,6 +34,7 @@ OPAQUE_DIRECTIVES = {
     "results-plot",
     "last-verified",
     "page-stacks",
+    "recipes-running",
     "block-coverage",
     "mermaid",
     "figure",

@@ -26,6 +26,14 @@ Besides, every file reaches the test modules that name it: its path, its path be
 folder, or its file name in quotes where no other file has that name. When anything outside
 tests/ changed, the fast static pass runs too (``python -m clusterkit.pages.fast``, a few tens
 of seconds): the profiles, every job script, the lint, the site rules and a Sphinx build.
+
+The plan says which of its tests need PyTorch and TensorFlow (``ml``, with the reason): the
+scaled-down runs of job scripts, the trainers' tests, and the pages and test modules that
+import a framework, run a program of ``examples/`` or ``benchmarks/``, or check a fragment
+against upstream code. Everything else -- a profile, a page, a job script's pages -- runs in
+the small environment that planned it (``nox -s affected`` builds ``.nox/_ml`` only when a
+test needs it), where a trainer's options are read with the frameworks stubbed out, as the
+fast pass reads them.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from functools import cache
 from pathlib import Path
 
 from clusterkit.grammars import myst as P
-from clusterkit.sites.profiles import ROOT, all_sites
+from clusterkit.sites.profiles import ROOT, all_sites, raw_profile
 
 EVERYTHING = (
     "clusterkit/",
@@ -69,6 +77,20 @@ TRAINERS = (
 CONVERTERS = ("make_shards.py", "make_tfrecords.py")  # ... and the data converters
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh", ".lsf"}
 RESULT_DIRECTIVES = re.compile(r"^[`:]{3,}\{(results-table|results-plot|last-verified)\}", re.M)
+# What makes a test need PyTorch and TensorFlow (.nox/_ml) rather than the small environment.
+FRAMEWORKS = r"(?:torch|torchvision|tensorflow|keras|horovod|transformers|peft|accelerate|datasets)"
+_IMPORTS_FRAMEWORK = re.compile(
+    rf"^\s*(?:import|from)\s+{FRAMEWORKS}\b|-m\s+{FRAMEWORKS}\b"
+    rf"|(?:importorskip|find_spec)\(\s*[\"']{FRAMEWORKS}[\"']",
+    re.M,
+)
+# a test module that runs a training program (tiny runs, job scripts through the shims, the
+# benchmarks, measured program lines)
+_RUNS_TRAINER = re.compile(
+    r"TRAIN_TINY|--tiny\b|\bemulated_env\b|\bprogram_lines\b|\bbenchmark_module\b"
+)
+_RUNS_PROGRAM = re.compile(r"\bpython\S*\s+(?:examples|benchmarks)/\S+\.py\b")
+_FRAGMENT = re.compile(r"^% test: fragment ", re.M)
 
 
 @dataclass
@@ -78,6 +100,7 @@ class Plan:
     targets: dict[str, list[str]] = field(default_factory=dict)  # pytest target -> changed files
     static: bool = False  # the fast pass runs
     reaches_nothing: list[str] = field(default_factory=list)
+    ml: dict[str, str] = field(default_factory=dict)  # target -> why it needs the ML env
 
     def add(self, target: str, because: str) -> None:
         why = self.targets.setdefault(target, [])
@@ -91,6 +114,7 @@ class Plan:
             "targets": self.targets,
             "static": self.static,
             "reaches_nothing": self.reaches_nothing,
+            "ml": self.ml,
         }
 
 
@@ -167,7 +191,14 @@ def pages_including(rel: str) -> list[str]:
 
 
 def _site_scheduler() -> dict[str, str]:
-    return {s.name: s.scheduler for s in all_sites()}
+    """Each site's scheduler; for a profile that does not load (yet), as its YAML says."""
+    out = {s.name: s.scheduler for s in all_sites()}
+    for path in sorted((ROOT / "examples").iterdir()):
+        data = raw_profile(path.name) if path.name not in out else None
+        kind = (data or {}).get("scheduler", {}) if isinstance(data, dict) else {}
+        if isinstance(kind, dict) and kind.get("kind") in ("slurm", "lsf"):
+            out[path.name] = kind["kind"]
+    return out
 
 
 def example_run(rel: str) -> str | None:
@@ -224,6 +255,32 @@ def pages_of_site(name: str) -> list[str]:
     return sorted(out)
 
 
+def needs_ml(target: str) -> str:
+    """Why a pytest target needs PyTorch and TensorFlow; empty when the small environment
+    runs it."""
+    if target.startswith(EXAMPLES_RUN.split("::")[0]):
+        return "a scaled-down run of a job script trains"
+    if target.startswith("tests/horovod/"):
+        return "the Horovod examples train"
+    from clusterkit.runs.stack_ci import TESTS
+
+    if target.split("::")[0] in TESTS.values():
+        return "a trainer's own tests train"
+    path = ROOT / target.split("::")[0]
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if m := _IMPORTS_FRAMEWORK.search(text):
+        return f"it uses a framework ({m[0].strip()})"
+    if m := _RUNS_PROGRAM.search(text):
+        return f"it runs {m[0]}"
+    if path.suffix == ".md" and _FRAGMENT.search(text):
+        return "it checks fragments against upstream code"
+    if path.suffix == ".py" and (m := _RUNS_TRAINER.search(text)):
+        return f"it runs a training program ({m[0]})"
+    return ""
+
+
 # --------------------------------------------------------------------------- the plan
 def plan(changed: list[str]) -> Plan:
     out = Plan(sorted(changed))
@@ -231,7 +288,6 @@ def plan(changed: list[str]) -> Plan:
         if rel.startswith(EVERYTHING) or Path(rel).name == "conftest.py":
             out.everything.append(rel)
             continue
-        before = len(out.targets)
         parts = Path(rel).parts
         top = parts[0]
         if top != "tests":
@@ -283,8 +339,9 @@ def plan(changed: list[str]) -> Plan:
             continue
         for mod in tests_naming(rel):
             out.add(mod, rel)
-        if len(out.targets) == before:
+        if not any(rel in why for why in out.targets.values()):
             out.reaches_nothing.append(rel)
+    out.ml = {t: why for t in pytest_args(out) if (why := needs_ml(t))}
     return out
 
 
@@ -306,6 +363,11 @@ def describe(p: Plan) -> str:
     for rel in p.reaches_nothing:
         where = "nox -t ci runs it" if rel.startswith(OTHER_SESSIONS) else "no test reads it"
         lines.append(f"{rel}: {where}")
+    if p.ml:
+        lines.append(f"needs PyTorch and TensorFlow (.nox/_ml) for {len(p.ml)} target(s):")
+        lines += [f"  {t}: {why}" for t, why in sorted(p.ml.items())]
+    elif p.targets:
+        lines.append("needs no PyTorch or TensorFlow: the small environment runs every test")
     return "\n".join(lines)
 
 

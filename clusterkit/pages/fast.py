@@ -8,8 +8,9 @@ No PyTorch or TensorFlow is imported and nothing trains. In order:
   new-site`` writes where a fact is needed) is left in a profile, page or example;
 * ``profiles``: every ``sites/*.yaml`` against the schema and the consistency rules, and every
   recorded channel manifest (``contracts/channels/*.yaml``) against its own; a profile that
-  still holds fill-in markers is not validated. Every check below reads the profiles: while
-  one does not load, they are skipped, saying so;
+  still holds fill-in markers is not validated. A profile that does not load fails the pass
+  under its own name; the checks below still run for every other site, and leave that site's
+  files out, saying so;
 * ``jobs``: every job script under ``examples/<site>/`` through the scheduler emulator's dry
   run against its site (Slurm or LSF); the command lines of the project's own training
   scripts are judged against their parsers, read with the frameworks stubbed out (or from the
@@ -53,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterkit.grammars import myst as P
-from clusterkit.sites.errors import CheckError, Finding
+from clusterkit.sites.errors import CheckError, Finding, missing_package
 from clusterkit.sites.profiles import ROOT
 
 CHECKS = [
@@ -70,8 +71,6 @@ CHECKS = [
     "shellcheck",
     "sphinx",
 ]
-# Checks that read no profile, so they run while one does not load.
-NO_PROFILES = {"fill-in", "profiles", "shellcheck"}
 
 
 @dataclass
@@ -96,17 +95,26 @@ def check_profiles() -> Result:
     r = Result("profiles")
     paths = profile_paths()
     manifests = sorted(p for p in CHANNELS_DIR.glob("*.yaml") if p.name != "schema.yaml")
+    broken = []
     for p, load in [*((p, load_profile) for p in paths), *((p, load_manifest) for p in manifests)]:
         if has_markers(p):
             r.findings.append(
                 Finding(p, 0, "fill-in", "not validated while it holds fill-in markers (above)")
             )
+            broken += [p.stem] if p in paths else []
             continue
         try:
             load(p)
         except CheckError as exc:
             r.findings += exc.findings
+            broken += [p.stem] if p in paths else []
     r.summary = f"{len(paths)} profile(s), {len(manifests)} channel manifest(s)"
+    if broken:
+        r.summary += (
+            f"; {', '.join(broken)} not loaded: the other checks leave out its files"
+            if len(broken) == 1
+            else f"; {', '.join(broken)} not loaded: the other checks leave out their files"
+        )
     return r
 
 
@@ -132,16 +140,21 @@ def check_jobs() -> Result:
     from clusterkit.commands import contracts_tool
     from clusterkit.emulate.checkjob import check_job_file
     from clusterkit.sites import contracts
-    from clusterkit.sites.profiles import load_site, profile_paths
+    from clusterkit.sites.profiles import broken_sites, load_site, profile_paths, unloaded_note
 
     r = Result("jobs")
     sites = {p.stem for p in profile_paths()}
+    broken = broken_sites()
     real_own = contracts.own_contract
     contracts.own_contract = contracts_tool.own_contract_fast  # no framework import
     try:
         count = 0
         for site_dir in sorted((ROOT / "examples").iterdir()):
             if site_dir.name not in sites:
+                continue
+            if site_dir.name in broken:
+                note = unloaded_note(site_dir.name)
+                r.findings.append(Finding(site_dir, 0, "profile-loads", note, "warning"))
                 continue
             site = load_site(site_dir.name)
             for path in sorted(p for p in site_dir.rglob("*") if p.is_file()):
@@ -262,6 +275,18 @@ def check_shellcheck() -> Result:
     return r
 
 
+_UNLOADED = re.compile(r"^(?P<path>.+?):(?P<line>\d+): WARNING: \[profile-loads\] (?P<msg>.*)$")
+
+
+def _sphinx_finding(line: str) -> Finding | str:
+    """A line of Sphinx's output; a directive of a site whose profile does not load is a
+    warning (that profile's errors are the profiles check's), anything else an error."""
+    m = _UNLOADED.match(line)
+    if m is None:
+        return line
+    return Finding(m["path"], int(m["line"]), "profile-loads", m["msg"], "warning")
+
+
 _PROMPT = re.compile(r"^\s*(?:\(\S+\)\s*)?\$ (.*)$")
 
 
@@ -318,12 +343,12 @@ def run(names: list[str], quiet: bool = False) -> list[Result]:
     sphinx_proc = None
     tmp = None
     results = []
-    # the profiles first: every later check reads them (Sphinx too, through conf.py)
+    # the profiles first: a profile that does not load is reported under its name, and the
+    # later checks (Sphinx too, through conf.py) go over the sites that load
     first = [n for n in ("fill-in", "profiles") if n in names]
     for name in first:
         results.append(_run_one(name, quiet))
-    broken = any(r.name == "profiles" and r.errors for r in results)
-    if "sphinx" in names and not broken:
+    if "sphinx" in names:
         tmp = tempfile.TemporaryDirectory(prefix="clusterkit-sphinx-")
         cmd = sphinx_command(Path(tmp.name))
         if cmd is not None:
@@ -333,24 +358,15 @@ def run(names: list[str], quiet: bool = False) -> list[Result]:
     for name in names:
         if name == "sphinx" or name in first:
             continue
-        if broken and name not in NO_PROFILES:
-            res = Result(name, skipped="needs every profile to load: fix the profiles first")
-            results.append(res)
-            _print(res, quiet)
-            continue
         results.append(_run_one(name, quiet))
-    if "sphinx" in names and broken:
-        res = Result("sphinx", skipped="needs every profile to load: fix the profiles first")
-        results.append(res)
-        _print(res, quiet)
-    elif "sphinx" in names:
+    if "sphinx" in names:
         res = Result("sphinx", summary="sphinx-build -b dummy -W -n")
         if sphinx_proc is None:
-            res.skipped = "Sphinx is not installed here (nox -s docs builds the site)"
+            res.skipped = "Sphinx is not installed here: install sphinx (pip install -e '.[docs]')"
         else:
             t0 = time.perf_counter()
             out, _ = sphinx_proc.communicate()
-            res.findings = [line for line in out.splitlines() if line.strip()]
+            res.findings = [_sphinx_finding(line) for line in out.splitlines() if line.strip()]
             if sphinx_proc.returncode and not res.findings:
                 res.findings = [f"sphinx-build exited {sphinx_proc.returncode}"]
             res.seconds = time.perf_counter() - t0
@@ -359,8 +375,17 @@ def run(names: list[str], quiet: bool = False) -> list[Result]:
         if tmp is not None:
             tmp.cleanup()
     bad = sum(len(r.errors) for r in results)
-    print(f"{'FAILED' if bad else 'ok'}: {bad} error(s) in {time.perf_counter() - start:.1f} s")
+    took = f"{time.perf_counter() - start:.1f} s"
+    broken = _broken_sites() if "profiles" in names else []
+    why = f"; the profile of {', '.join(broken)} does not load" if broken else ""
+    print(f"{'FAILED' if bad else 'ok'}: {bad} error(s) in {took}{why}")
     return results
+
+
+def _broken_sites() -> list[str]:
+    from clusterkit.sites.profiles import broken_sites
+
+    return sorted(broken_sites())
 
 
 def _run_one(name: str, quiet: bool) -> Result:
@@ -369,6 +394,8 @@ def _run_one(name: str, quiet: bool) -> Result:
         res = RUNNERS[name]()
     except CheckError as exc:
         res = Result(name, list(exc.findings), "could not run")
+    except ModuleNotFoundError as exc:
+        res = Result(name, [f"{name}: {missing_package(exc)}"], "could not run")
     except Exception as exc:
         res = Result(name, [f"{name}: crashed: {type(exc).__name__}: {exc}"], "crashed")
     res.seconds = time.perf_counter() - t0

@@ -2,8 +2,10 @@
 
 It writes the profile skeleton, a job script and a recipe page for each framework, the
 reference page, and the entries that make the pages reachable: a row of the landing matrix, the
-toctrees of the reference and how-to sections, the trainers' option pages (which list every
-recipe that runs them) and a section of sites/NOTES.md. Every fact is a marker, ``FILL-IN:`` and
+toctrees of the reference and how-to sections and a section of sites/NOTES.md. It edits tables,
+toctrees and sections only, never a sentence: lists that name every site or recipe (the
+trainers' option pages list the recipes that run them) are rendered from the profiles and pages
+when the site is built. Every fact is a marker, ``FILL-IN:`` and
 a key (the same key wherever the same fact goes), which the fast pass (``nox -s check``) refuses
 until it is replaced by the fact, with its source in the profile. :data:`PLACES` is the list
 docs/contributing.md gives, and a test holds the two together.
@@ -36,12 +38,6 @@ PLACES = [
     ("docs/index.md", "a row in the landing matrix", "edit"),
     ("docs/reference/index.md", "the reference page in the toctree", "edit"),
     ("docs/howto/index.md", "the recipes in the Site recipes toctree", "edit"),
-    ("docs/reference/trainers/pytorch.md", "the PyTorch recipe among those that run it", "edit"),
-    (
-        "docs/reference/trainers/tensorflow.md",
-        "the TensorFlow recipe among those that run it",
-        "edit",
-    ),
     ("sites/NOTES.md", "a section for what the sources leave open", "edit"),
 ]
 
@@ -176,9 +172,11 @@ sources:
 
 PYTORCH_JOB = """\
 #!/bin/bash
-# ResNet-50 with PyTorch DDP on one {title} node: one rank per GPU, started by srun.
+# ResNet-50 with PyTorch DDP on one {title} node: one rank per GPU, started by srun, trained on
+# a shard set (train/*.tar and train/shards.json) read where it lies.
 #
-# Submit from the directory that holds train_resnet.py:   sbatch pytorch-ddp-1node.sbatch
+# Make the shards once (see "Pack many small files into few large ones" on the data page), then
+# submit from the directory that holds train_resnet.py:   sbatch pytorch-ddp-1node.sbatch
 #SBATCH --account=FILL-IN:account-example
 #SBATCH --job-name=resnet50-ddp
 #SBATCH --partition=FILL-IN:gpu-partition
@@ -193,12 +191,15 @@ set -euo pipefail
 module load FILL-IN:pytorch-module/FILL-IN:pytorch-module-version
 export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not take it from sbatch
 
+# The shard set, on a file system every node sees.
+DATA=${{DATA:-FILL-IN:data-dir}}
+
 # The batch script runs on the job's first node: its address is where the ranks meet.
 MASTER_ADDR=$(hostname)
 export MASTER_ADDR
 export MASTER_PORT=29500
 
-srun python train_resnet.py --batch-size 64 --epochs 90 \\
+srun python train_resnet.py --data-dir "$DATA" --batch-size 64 --epochs 90 \\
     --checkpoint-dir "checkpoints/$SLURM_JOB_NAME"
 """
 
@@ -324,7 +325,7 @@ What the script asks for, judged against {title}'s profile ({{doc}}`/reference/s
 FILL-IN:{framework}-job-explained
 
 ## The training script
-
+{data}
 The job runs `{program}` ({{download}}`download it <../../../examples/{program_path}>` into
 the directory you submit from). {{doc}}`/reference/trainers/{framework}` lists every option,
 generated from the program itself; `python {program} --help` prints the same.
@@ -345,6 +346,11 @@ FRAMEWORKS = {
         "program_path": "pytorch/train_resnet.py",
         "job": PYTORCH_JOB,
         "cell": "[DDP on one node](howto/{name}/pytorch-ddp-one-node.md)",
+        "data": (
+            "\nIt trains on a shard set (`train/*.tar` with `train/shards.json`) read where it\n"
+            "lies, at the path `DATA` holds; {doc}`/howto/data` makes one from an image folder\n"
+            "and says when to copy it to a node's own storage first.\n"
+        ),
     },
     "tensorflow": {
         "heading": "Train with TensorFlow on one {title} node",
@@ -354,6 +360,7 @@ FRAMEWORKS = {
         "program_path": "tensorflow/train_resnet_keras.py",
         "job": TENSORFLOW_JOB,
         "cell": "[one node](howto/{name}/tensorflow-one-node.md)",
+        "data": "",
     },
 }
 
@@ -405,25 +412,6 @@ def toctree_entries(text: str, path: str, entries: list[str], caption: str | Non
     raise ScaffoldError(f"{path}: no toctree {what}".rstrip())
 
 
-def recipe_list(text: str, path: str, doc: str) -> str:
-    """The option page's sentence "the recipes that run it are A, B and C." with ``doc`` last."""
-    m = re.search(r"the recipes that run\s+it are\s+(?P<list>.*?)\.\n", text, re.S)
-    if not m:
-        raise ScaffoldError(f"{path}: no sentence naming the recipes that run it")
-    items = re.findall(r"\{doc\}`[^`]+`", m["list"])
-    if not items:
-        raise ScaffoldError(f"{path}: the recipes that run it are not {{doc}} links")
-    new = f"{{doc}}`{doc}`"
-    start, stop = m.start("list"), m.end("list")
-    listed = text[start:stop]
-    ands = list(re.finditer(r"(\s+)and(\s+)(?=\{doc\})", listed))
-    if ands:  # "A, B and C" -> "A, B, C and NEW", the line breaks kept where they were
-        a = ands[-1]
-        gap = "\n" if "\n" in a[0] else " "
-        listed = f"{listed[: a.start()]},{gap}{listed[a.end() :]}"
-    return text[:start] + f"{listed} and\n{new}" + text[stop:]
-
-
 # --------------------------------------------------------------------------- the plan
 def plan(name: str, title: str | None = None, root: Path = ROOT) -> list[Write]:
     """Every file the scaffold writes, with its new text; nothing is written."""
@@ -450,6 +438,7 @@ def plan(name: str, title: str | None = None, root: Path = ROOT) -> list[Write]:
             script=f["script"],
             program=f["program"],
             program_path=f["program_path"],
+            data=f["data"],
         )
         writes.append(Write(root / "docs" / "howto" / name / f"{f['page']}.md", text, True))
     for w in writes:
@@ -466,11 +455,6 @@ def plan(name: str, title: str | None = None, root: Path = ROOT) -> list[Write]:
     edit("docs/reference/index.md", lambda t, p: toctree_entries(t, p, [f"sites/{name}"]))
     pages = [f"{name}/{f['page']}" for f in FRAMEWORKS.values()]
     edit("docs/howto/index.md", lambda t, p: toctree_entries(t, p, pages, "Site recipes"))
-    for framework, f in FRAMEWORKS.items():
-        edit(
-            f"docs/reference/trainers/{framework}.md",
-            lambda t, p, f=f: recipe_list(t, p, f"/howto/{name}/{f['page']}"),
-        )
     edit("sites/NOTES.md", lambda t, p: t.rstrip("\n") + "\n" + NOTES.format(**fields))
     writes += [Write(path, text, False) for path, text in edits.items()]
     return writes

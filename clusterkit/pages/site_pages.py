@@ -13,8 +13,10 @@
   every part of the profile that has rows;
 * ``trainer-page``: a site recipe that shows a job script starting a trainer links the
   trainer's option page (docs/reference/trainers/, found by its ``{argparse}`` ``:prog:``) and a
-  download of the program, and the option page lists every such recipe; no how-to guide shows a
-  trainer whole;
+  download of the program; the option page lists the recipes that run it with a
+  ``{recipes-running} PROGRAM`` block, which renders them, site by site, from the pages
+  themselves (:func:`clusterkit.pages.recipes.recipes_running`), so no page keeps that list by
+  hand; no how-to guide shows a trainer whole;
 * ``tab-label``: tabs of a ``group-tab`` set are labelled with site titles, so the blocks in them
   are judged against the right site and a reader's choice follows through the page.
 
@@ -30,9 +32,18 @@ import sys
 from pathlib import Path
 
 from clusterkit.sites.errors import Finding
-from clusterkit.sites.profiles import ROOT, Site, all_sites
+from clusterkit.sites.profiles import (
+    FILL_IN,
+    ROOT,
+    SITES_DIR,
+    Site,
+    all_sites,
+    broken_sites,
+    raw_profile,
+    unloaded_note,
+)
 
-MARKER = re.compile(r"\bFILL-IN:(?P<key>[a-z0-9](?:[a-z0-9_.-]*[a-z0-9])?)")
+MARKER = FILL_IN
 LINK = re.compile(r"\[[^\]]+\]\((?P<target>[^)\s]+)\)")
 DOC_LINK = re.compile(r"\{doc\}`(?P<target>/[^`<>]+)`")
 INCLUDE = re.compile(r"^```\{literalinclude\}\s+(?P<path>\S+)", re.M)
@@ -218,6 +229,9 @@ def site_recipes_running(docs: Path, program: str, sites: list[Site]) -> dict[st
     return out
 
 
+RECIPES_BLOCK = r"^[`:]{{3,}}\{{recipes-running\}}\s+{program}\s*$"
+
+
 def check_trainer_pages(docs: Path, sites: list[Site]) -> list[Finding]:
     out = []
     pages = trainer_pages(docs)
@@ -256,15 +270,15 @@ def check_trainer_pages(docs: Path, sites: list[Site]) -> list[Finding]:
                     )
                 )
         option_page = docs / f"{reference[1:]}.md"
-        listed = {m["target"] for m in DOC_LINK.finditer(option_page.read_text(encoding="utf-8"))}
-        for doc in sorted(set(recipes) - listed):
+        block = RECIPES_BLOCK.format(program=re.escape(program))
+        if not re.search(block, option_page.read_text(encoding="utf-8"), re.M):
             out.append(
                 Finding(
                     option_page,
                     0,
                     "trainer-page",
-                    f"does not list {{doc}}`{doc}`, a recipe that runs {program}: add it to "
-                    "the recipes the page names",
+                    f"does not list the recipes that run {program}: add a ```{{recipes-running}} "
+                    f"{program}``` block, which renders them from the pages",
                 )
             )
     return out
@@ -273,6 +287,10 @@ def check_trainer_pages(docs: Path, sites: list[Site]) -> list[Finding]:
 # --------------------------------------------------------------------------- tab labels
 def check_tab_labels(docs: Path, sites: list[Site]) -> list[Finding]:
     titles = {s.title for s in sites}
+    for name in broken_sites():  # a profile being written: its title as the YAML gives it
+        raw = raw_profile(name)
+        if isinstance(raw, dict) and isinstance(raw.get("title"), str):
+            titles.add(raw["title"])
     out = []
     for page in sorted(docs.rglob("*.md")):
         for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
@@ -292,7 +310,12 @@ def check_tab_labels(docs: Path, sites: list[Site]) -> list[Finding]:
 def check_all(root: Path = ROOT) -> list[Finding]:
     docs = root / "docs"
     sites = list(all_sites())
+    left_out = [
+        Finding(SITES_DIR / f"{name}.yaml", 0, "profile-loads", unloaded_note(name), "warning")
+        for name in sorted(broken_sites())
+    ]
     return [
+        *left_out,
         *check_matrix(docs, sites),
         *check_reference_pages(docs, sites),
         *check_trainer_pages(docs, sites),

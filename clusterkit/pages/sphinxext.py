@@ -5,9 +5,10 @@ paths, account, stacks, internet, sources) renders one table (``:kinds: node-loc
 memory-backed`` keeps the paths of those kinds); ``{site-status} summit`` renders the
 lifecycle banner (current / end of service / retired, with dates and successor);
 ``{page-stacks}`` says which software stacks the page uses (its front matter's ``stacks:``)
-and what they hold. ``{block-coverage}`` (docs/project/test-coverage.md) is replaced, when the
-page is read, by the coverage report of the last test run, which lives under ``_build/``
-(:func:`clusterkit.pages.coverage.report_text`).
+and what they hold; ``{recipes-running} PROGRAM`` lists, site by site, the how-to pages that
+show a job script starting the program. ``{block-coverage}``
+(docs/project/test-coverage.md) is replaced, when the page is read, by the coverage report of
+the last test run, which lives under ``_build/`` (:func:`clusterkit.pages.coverage.report_text`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from clusterkit.runs import stack_pages
 from clusterkit.sites import stacks as S
 from clusterkit.sites import substitutions
 from clusterkit.sites.errors import CheckError
-from clusterkit.sites.profiles import Place, Site, Stack, load_site
+from clusterkit.sites.profiles import (
+    Place,
+    Site,
+    Stack,
+    all_sites,
+    broken_sites,
+    load_site,
+    unloaded_note,
+)
 
 logger = logging.getLogger(__name__)
 SHOWS = (
@@ -111,7 +120,7 @@ def stack_rows(site: Site) -> list[list[str]]:
             [
                 stack.name,
                 stack_route(stack),
-                stack.python,
+                stack.python_text,
                 frameworks,
                 stack.accelerator,
                 ", ".join(stack.raw["node_types"]),
@@ -210,7 +219,7 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 f"{nt.sockets} x {nt.cores_per_socket}",
                 str(nt.usable_cores),
                 str(nt.threads_per_core),
-                f"{nt.memory_gb:g}",
+                nt.memory_text,
                 gpus,
             ]
             if network:
@@ -252,7 +261,9 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
                 [
                     p.name,
                     ", ".join(nt.name for nt in p.node_types),
-                    p.max_walltime if p.max_walltime_s is not None else "none (per QoS)",
+                    p.max_walltime
+                    if p.max_walltime_s is not None or p.max_walltime_unknown
+                    else "none (per QoS)",
                     str(p.max_nodes or "-"),
                     ", ".join(p.qos) or "-",
                     notes,
@@ -321,6 +332,22 @@ def facts_rows(site: Site, show: str) -> tuple[list[str], list[list[str]]]:
     raise ValueError(f"unknown table {show!r}; choose from {', '.join(SHOWS)}")
 
 
+def _site_or_note(directive: SphinxDirective, name: str) -> Site | list[nodes.Node]:
+    """The site a directive renders; where its profile does not load, a warning at the
+    directive (the profile's own errors are ``python -m clusterkit profiles``'s) and a note in
+    the page in place of the facts. An unknown site's name is the directive's error."""
+    if name in broken_sites():
+        note = unloaded_note(name)
+        logger.warning(f"[profile-loads] {note}", location=directive.get_location())
+        path = broken_sites()[name].findings[0].path
+        directive.env.note_dependency(str(path))
+        return [nodes.paragraph(text=f"{name}: {note}")]
+    try:
+        return load_site(name)
+    except CheckError as exc:
+        raise directive.error(str(exc)) from None
+
+
 class SiteFacts(SphinxDirective):
     required_arguments = 1
     option_spec: ClassVar[dict] = {
@@ -331,11 +358,9 @@ class SiteFacts(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
-        name = self.arguments[0]
-        try:
-            site = load_site(name)
-        except CheckError as exc:
-            raise self.error(str(exc)) from None
+        site = _site_or_note(self, self.arguments[0])
+        if not isinstance(site, Site):
+            return site
         self.env.note_dependency(str(site.path))
         show = self.options.get("show", "nodes")
         headers, rows = facts_rows(site, show)
@@ -418,10 +443,9 @@ class SiteStatus(SphinxDirective):
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        try:
-            site = load_site(self.arguments[0])
-        except CheckError as exc:
-            raise self.error(str(exc)) from None
+        site = _site_or_note(self, self.arguments[0])
+        if not isinstance(site, Site):
+            return site
         self.env.note_dependency(str(site.path))
         kind, text = status_text(site)
         node = nodes.warning() if kind == "warning" else nodes.note()
@@ -583,6 +607,42 @@ class ResultsPlot(SphinxDirective):
         return out
 
 
+class RecipesRunning(SphinxDirective):
+    """``{recipes-running} train_resnet.py``: every how-to page that shows a job script
+    starting the program, site by site (the site its script is for), each linked by its title:
+    read from the pages when the site is built, so no page keeps the list by hand."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from clusterkit.pages.recipes import recipes_running
+
+        program = self.arguments[0]
+        docs = Path(self.env.srcdir)
+        found = recipes_running(docs, program)
+        if not found:
+            raise self.error(f"no page of docs/howto/ shows a job script that starts {program}")
+        for path in (docs / "howto").rglob("*.md"):
+            self.env.note_dependency(str(path))
+        titles = {s.name: s.title for s in all_sites()}
+        items = nodes.bullet_list(classes=["recipes-running"])
+        for site in sorted(found, key=lambda name: titles.get(name, name).lower()):
+            para = nodes.paragraph()
+            para += nodes.strong(text=titles.get(site, site))
+            para += nodes.Text(": ")
+            for i, doc in enumerate(found[site]):
+                if i:
+                    para += nodes.Text(", ")
+                link = addnodes.pending_xref(
+                    "", refdomain="std", reftype="doc", reftarget=doc, refexplicit=False,
+                    refdoc=self.env.docname,
+                )  # fmt: skip
+                link += nodes.inline(text=doc)
+                para += link
+            items += nodes.list_item("", para)
+        return [items]
+
+
 class LastVerified(SphinxDirective):
     """'Last verified on <site> on <date>' from the newest measured result, or say none."""
 
@@ -594,7 +654,9 @@ class LastVerified(SphinxDirective):
 
         for path in res.RESULTS_DIR.glob("*.yaml"):
             self.env.note_dependency(str(path))
-        site = load_site(self.arguments[0])
+        site = _site_or_note(self, self.arguments[0])
+        if not isinstance(site, Site):
+            return site
         bench = self.arguments[1] if len(self.arguments) > 1 else None
         r = res.last_verified(res.load_all(), site.name, bench)
         para = nodes.paragraph(classes=["last-verified"])
@@ -696,4 +758,5 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("results-plot", ResultsPlot)
     app.add_directive("page-stacks", PageStacks)
     app.add_directive("last-verified", LastVerified)
+    app.add_directive("recipes-running", RecipesRunning)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

@@ -44,6 +44,9 @@ from re import _parser as sre_parse
 from clusterkit.sites.profiles import NodeType, Site, duration_seconds, load_site
 
 REAL_NODES_PER_TYPE = 2
+# A node type whose memory the profile gives as unknown: so much that no --mem is refused, as
+# the emulator leaves such a request unchecked (with a warning).
+UNKNOWN_MEMORY_MB = 16 * 1024 * 1024
 DEFAULT_PORT_BASE = 17000  # slurmctld; slurmds on 17001, 17002, ...
 
 
@@ -144,7 +147,8 @@ def _slurm_time(duration: str) -> str:
 
 
 def _max_time(part) -> str:
-    """A partition's MaxTime: its limit, or UNLIMITED where the profile gives limits per QoS."""
+    """A partition's MaxTime: its limit, or UNLIMITED where the profile gives limits per QoS or
+    no source gives the limit (the emulator leaves it unchecked then, with a warning)."""
     return _slurm_time(part.max_walltime) if part.max_walltime_s is not None else "UNLIMITED"
 
 
@@ -303,9 +307,10 @@ def generate(
                 per_socket = nt.usable_cores // nt.sockets
             else:
                 sockets, per_socket = 1, nt.usable_cores
+        memory = UNKNOWN_MEMORY_MB if nt.memory_gb is None else int(nt.memory_gb * 1024)
         shape = (
             f"Sockets={sockets} CoresPerSocket={per_socket} "
-            f"ThreadsPerCore={nt.threads_per_core} RealMemory={int(nt.memory_gb * 1024)}"
+            f"ThreadsPerCore={nt.threads_per_core} RealMemory={memory}"
         )
         if nt.slurm_threads_per_core < nt.threads_per_core:  # Slurm counts cores as CPUs
             shape = f"CPUs={sockets * per_socket} " + shape
@@ -317,6 +322,8 @@ def generate(
         if features:
             shape += f" Features={','.join(features)}"
         node_lines.append(f"# node type {nt.name}: {ln.real} with a slurmd, {ln.total} in all")
+        if nt.memory_unknown:
+            node_lines.append(f"# its memory is unknown ({nt.memory_unknown}): not limited")
         for name in ln.real_names:
             node_lines.append(
                 f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
@@ -348,6 +355,8 @@ def generate(
             extra += " OverSubscribe=EXCLUSIVE"
         if p.raw.get("cores_per_gpu"):  # in CPUs, as Slurm counts them
             extra += f" DefCpuPerGPU={p.raw['cores_per_gpu'] * p.node_type.slurm_threads_per_core}"
+        if p.max_walltime_unknown:  # not limited, as the emulator leaves it unchecked
+            part_lines.append(f"# {p.name}'s max_walltime is unknown ({p.max_walltime_unknown})")
         part_lines.append(
             f"PartitionName={p.name} Nodes={partition_nodes(site, p.name, nodes)}"
             f" MaxTime={_max_time(p)}{extra}"

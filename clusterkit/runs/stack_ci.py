@@ -421,8 +421,12 @@ def check_stack(
         report.say("environment", f"{_rel(env.path)} (built {how})")
     versions = env.describe()
     python = versions.pop("python", "?")
-    same = python.startswith(stack.python + ".")
-    note = "the same minor version" if same else f"differs: the stack has Python {stack.python}"
+    if stack.python is None:
+        note = f"the stack's own is unknown: {stack.python_unknown}"
+    elif python.startswith(stack.python + "."):
+        note = "the same minor version"
+    else:
+        note = f"differs: the stack has Python {stack.python}"
     report.say("interpreter", f"{_rel(env.python)}, Python {python} ({note})")
     report.say("installed", ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     key = (env.path, tuple(programs), select)

@@ -104,9 +104,11 @@ def check_page(page: Page) -> list[Finding]:
     named = named_stacks(page)
     for key, line in named:
         try:
-            S.find(key, page.path, line)
+            stack = S.find(key, page.path, line)
         except CheckError as exc:
             findings += exc.findings
+            continue
+        findings += too_old(page, stack, line)
     if named and f"{{{DIRECTIVE}}}" not in page.text:
         findings.append(
             Finding(
@@ -129,6 +131,38 @@ def check_page(page: Page) -> list[Finding]:
             )
         )
     return findings
+
+
+def too_old(page: Page, stack, line: int) -> list[Finding]:
+    """A program the page runs (in its job scripts or commands) that stops at start-up on a
+    stack the page names: a framework of the stack older than the program's MINIMUM_VERSIONS.
+    An error for a stack in service; a warning for a historical one (the page's
+    ``{page-stacks}`` says the program does not run there)."""
+    out = []
+    for program in page_programs(page):
+        if not S.uses(program, stack):
+            continue
+        for name, oldest in S.minimum_versions(program).items():
+            have = stack.frameworks.get(name)
+            if have is None or S.version_tuple(have) >= S.version_tuple(oldest):
+                continue
+            historical = stack.status == "historical"
+            out.append(
+                Finding(
+                    page.path,
+                    line,
+                    "stack-minimum",
+                    f"stack {stack.key} has {name} {have}, older than the {name} {oldest} "
+                    f"{program.name} needs (its MINIMUM_VERSIONS): the program stops at start-up "
+                    + (
+                        "on it (a historical stack: the page says so)"
+                        if historical
+                        else "on it; name a stack with a newer release, or run another program"
+                    ),
+                    "warning" if historical else "error",
+                )
+            )
+    return out
 
 
 def check_all(pages: list[Page] | None = None) -> list[Finding]:

@@ -30,6 +30,29 @@ def _display(path: Path | str) -> str:
         return str(p)
 
 
+# Python module -> the distribution pip installs it from, where the names differ.
+DISTRIBUTIONS = {
+    "yaml": "pyyaml",
+    "hostlist": "python-hostlist",
+    "myst_parser": "myst-parser",
+    "sphinx_tabs": "sphinx-tabs",
+    "sphinx_copybutton": "sphinx-copybutton",
+    "sphinxarg": "sphinx-argparse",
+}
+# What the project's optional dependency groups bring (pyproject.toml), by module.
+EXTRAS = {"sphinx": "docs", "docutils": "docs", "myst_parser": "docs", "matplotlib": "docs",
+          "sybil": "test", "pytest": "test"}  # fmt: skip
+
+
+def missing_package(exc: ModuleNotFoundError) -> str:
+    """One line for a check that stopped at a package that is not installed: which, and how
+    to install it."""
+    module = (exc.name or str(exc)).split(".")[0]
+    dist = DISTRIBUTIONS.get(module, module)
+    extra = f" (or pip install -e '.[{EXTRAS[module]}]')" if module in EXTRAS else ""
+    return f"needs the Python package {dist}, which is not installed here: install {dist}{extra}"
+
+
 class CheckError(Exception):
     """Raised with one or more findings; str() lists them, one per line."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -103,6 +103,31 @@ def line_of(data: Any, keys: tuple[Any, ...] | list[Any]) -> int:
     return line
 
 
+# --------------------------------------------------------------------------- unknown facts
+# What pages print where the profile writes a fact as unknown.
+NOT_DOCUMENTED = "not documented"
+# A scaffold marker: ``FILL-IN:`` and a key, where ``python -m clusterkit new-site`` left a fact.
+FILL_IN = re.compile(r"\bFILL-IN:(?P<key>[a-z0-9](?:[a-z0-9_.-]*[a-z0-9])?)")
+
+
+def unknown_why(value: Any) -> str | None:
+    """Why a fact is open, where the profile writes it ``{unknown: why}``; None when given.
+
+    The schema allows the form where its readers cope (``$defs/unknown`` in sites/schema.yaml):
+    a judge that needs the fact skips its rule with a warning naming the fact, a page prints
+    :data:`NOT_DOCUMENTED`.
+    """
+    if isinstance(value, dict) and set(value) == {"unknown"}:
+        return str(value["unknown"])
+    return None
+
+
+def not_checked(site_title: str, fact: str, why: str) -> str:
+    """The warning of a rule skipped for an unknown fact: ``not checked: Perlmutter partition
+    gpu's max_walltime is unknown (why)``."""
+    return f"not checked: {site_title} {fact} is unknown ({why})"
+
+
 # --------------------------------------------------------------------------- durations
 UNLIMITED = "UNLIMITED"  # a partition with no limit of its own, as slurm.conf writes it
 _DURATION = re.compile(r"^(?:(?P<d>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
@@ -121,6 +146,11 @@ def duration_seconds(text: str) -> int:
     return ((days * 24 + a) * 60 + b) * 60 + c
 
 
+def _seconds_or_none(value: Any) -> int | None:
+    """Seconds of a profile duration; None where it is absent or unknown."""
+    return None if value is None or unknown_why(value) else duration_seconds(value)
+
+
 def format_seconds(seconds: int) -> str:
     days, rest = divmod(int(seconds), 86400)
     h, rest = divmod(rest, 3600)
@@ -137,7 +167,7 @@ class NodeType:
     sockets: int
     cores_per_socket: int
     threads_per_core: int
-    memory_gb: float
+    memory_gb: float | None  # None: unknown (memory_unknown says why)
     usable_cores: int
     gpus: int
     gpu_model: str | None
@@ -148,6 +178,16 @@ class NodeType:
     def python(self) -> str | None:
         """major.minor of the plain ``python3`` on these nodes, if the profile gives it."""
         return self.raw.get("python")
+
+    @property
+    def memory_unknown(self) -> str | None:
+        """Why no source gives the node's memory, where the profile says it is unknown."""
+        return unknown_why(self.raw["memory_gb"])
+
+    @property
+    def memory_text(self) -> str:
+        """The memory in GB as pages print it (``512``), or ``not documented``."""
+        return NOT_DOCUMENTED if self.memory_gb is None else f"{self.memory_gb:g}"
 
     @property
     def features(self) -> frozenset[str]:
@@ -176,7 +216,8 @@ class NodeType:
 class Partition:
     name: str
     node_type: NodeType  # the first of node_types: the partition's only one, as most have
-    max_walltime_s: int | None  # None: no limit of its own (the QoS limits apply)
+    # None: no limit of its own (the QoS limits apply), or unknown (max_walltime_unknown says why)
+    max_walltime_s: int | None
     max_nodes: int | None
     qos: tuple[str, ...]
     qos_required: bool
@@ -188,7 +229,10 @@ class Partition:
 
     @property
     def max_walltime(self) -> str:
-        """As written in the profile; ``UNLIMITED`` where the partition sets no limit."""
+        """As written in the profile; ``UNLIMITED`` where the partition sets no limit, ``not
+        documented`` where no source gives it."""
+        if self.max_walltime_unknown:
+            return NOT_DOCUMENTED
         return self.raw.get("max_walltime", UNLIMITED)
 
     @property
@@ -196,9 +240,15 @@ class Partition:
         """Whether it holds nodes of several types (a job's constraint picks among them)."""
         return len(self.node_types) > 1
 
-    def walltime_limit(self, nodes: int) -> tuple[int, str, str]:
+    @property
+    def max_walltime_unknown(self) -> str | None:
+        """Why no source gives the limit, where the profile says it is unknown."""
+        return unknown_why(self.raw.get("max_walltime"))
+
+    def walltime_limit(self, nodes: int) -> tuple[int | None, str, str]:
         """(seconds, as written, why) of the longest run a job of ``nodes`` nodes may ask for:
-        the size bin of ``walltime_by_nodes`` it falls in, else ``max_walltime``."""
+        the size bin of ``walltime_by_nodes`` it falls in, else ``max_walltime`` (None
+        seconds where that is unknown)."""
         for b in self.raw.get("walltime_by_nodes", ()):
             if b["min_nodes"] <= nodes <= b["max_nodes"]:
                 why = f"for {b['min_nodes']}-{b['max_nodes']} nodes"
@@ -220,6 +270,9 @@ class Partition:
         job falls in; None when the partition has bins and none holds that many nodes.
         """
         bins = self.raw.get("walltime_by_nodes")
+        if not bins and self.max_walltime_unknown:
+            why = self.max_walltime_unknown
+            return None, f"the {self.name} partition's limit is unknown ({why})"
         if not bins:
             if self.max_walltime_s is None:
                 return None, f"the {self.name} partition sets no limit of its own"
@@ -305,8 +358,19 @@ class Stack:
         return self.raw["status"]
 
     @property
-    def python(self) -> str:
-        return self.raw["python"]
+    def python(self) -> str | None:
+        """major.minor of the stack's interpreter; None where the profile says it is unknown."""
+        return None if self.python_unknown else self.raw["python"]
+
+    @property
+    def python_unknown(self) -> str | None:
+        """Why no source gives the stack's Python, where the profile says it is unknown."""
+        return unknown_why(self.raw["python"])
+
+    @property
+    def python_text(self) -> str:
+        """The Python as pages print it (``3.11``), or ``not documented``."""
+        return self.python or NOT_DOCUMENTED
 
     @property
     def frameworks(self) -> dict[str, str]:
@@ -399,7 +463,7 @@ class Site:
                 sockets=nt["sockets"],
                 cores_per_socket=nt["cores_per_socket"],
                 threads_per_core=nt["threads_per_core"],
-                memory_gb=nt["memory_gb"],
+                memory_gb=None if unknown_why(nt["memory_gb"]) else nt["memory_gb"],
                 usable_cores=nt.get("usable_cores", cores),
                 gpus=gpus.get("count", 0),
                 gpu_model=gpus.get("model"),
@@ -419,7 +483,7 @@ class Site:
                 name=name,
                 node_type=pool[0],
                 node_types=pool,
-                max_walltime_s=duration_seconds(wall) if wall else None,
+                max_walltime_s=_seconds_or_none(wall),
                 max_nodes=p.get("max_nodes"),
                 qos=tuple(p.get("qos", ())),
                 qos_required=bool(p.get("qos_required", False)),
@@ -634,6 +698,7 @@ def _schema_findings(path: Path, data: Any) -> list[Finding]:
     )
     findings = []
     for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        err = _closest(err)
         where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         findings.append(
             Finding(
@@ -644,6 +709,17 @@ def _schema_findings(path: Path, data: Any) -> list[Finding]:
             )
         )
     return findings
+
+
+def _closest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a value that fits none of a ``oneOf`` (a fact or ``{unknown: why}``), the error of
+    the form it was meant as: the one whose type it has (``two days`` breaks the duration's
+    pattern, not the unknown form's type)."""
+    if err.validator != "oneOf" or not err.context:
+        return err
+    typed = [e for e in err.context if e.validator != "type" and not e.relative_path]
+    deeper = [e for e in err.context if e.relative_path]
+    return (typed or deeper or [err])[0]
 
 
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")
@@ -738,9 +814,12 @@ def check_consistency(path: Path, data: dict) -> list[Finding]:
                     "partition-qos",
                     f"partition {name}: QoS {q!r} is not defined under qos: {sorted(qos_names)}",
                 )
-        if part.get("default_walltime") and duration_seconds(
-            part["default_walltime"]
-        ) > duration_seconds(part.get("max_walltime", "99999-00:00:00")):
+        limit = _seconds_or_none(part.get("max_walltime"))
+        if (
+            part.get("default_walltime")
+            and limit is not None
+            and duration_seconds(part["default_walltime"]) > limit
+        ):
             bad(
                 ("partitions", name, "default_walltime"),
                 "default-walltime",
@@ -992,7 +1071,7 @@ def _map_findings(path: Path, data: dict, name: str, nt: dict) -> list[Finding]:
 def _bin_findings(path: Path, data: dict, name: str, part: dict) -> list[Finding]:
     """Size bins: ordered, not overlapping, each within the partition's limits."""
     out = []
-    limit = duration_seconds(part["max_walltime"]) if part.get("max_walltime") else None
+    limit = _seconds_or_none(part.get("max_walltime"))
     last = 0
     for i, b in enumerate(part.get("walltime_by_nodes", ())):
         where = ("partitions", name, "walltime_by_nodes", i)
@@ -1016,9 +1095,31 @@ def _bin_findings(path: Path, data: dict, name: str, part: dict) -> list[Finding
     return out
 
 
+def markers_in(path: Path) -> list[tuple[int, str]]:
+    """(line, key) of each scaffold marker (``FILL-IN:key``) left in the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [
+        (n, m["key"]) for n, line in enumerate(text.splitlines(), 1) for m in FILL_IN.finditer(line)
+    ]
+
+
 def load_profile(path: Path) -> Site:
-    """Load one profile file; raise ProfileError listing every problem found."""
+    """Load one profile file; raise ProfileError listing every problem found. A profile that
+    still holds scaffold markers is not validated: one finding says how many, and where the
+    first is."""
     path = Path(path)
+    markers = markers_in(path)
+    if markers:
+        line, key = markers[0]
+        msg = (
+            f"{len(markers)} fill-in marker(s) left (the first: FILL-IN:{key}), so the profile is "
+            "not validated: write each fact from the site's documentation, or {unknown: why} "
+            "where no source gives it; `python -m clusterkit check` lists them"
+        )
+        raise ProfileError([Finding(path, line, "fill-in", msg)])
     data = load_yaml(path)
     findings = _schema_findings(path, data)
     if not findings:
@@ -1077,18 +1178,80 @@ def generic_site() -> Site:
 
 
 @cache
-def load_site(name: str) -> Site:
+def _loaded(name: str) -> Site | ProfileError:
+    """The site, or the error that stops it loading: each profile is read once, when first
+    asked for, so a broken profile stops only what asks for that site."""
     if name == GENERIC:
         return generic_site()
     path = SITES_DIR / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join([*(p.stem for p in profile_paths()), GENERIC])
-        raise ProfileError(
+        return ProfileError(
             [Finding(path, 0, "site-exists", f"no profile for site {name!r} (known: {known})")]
         )
-    return load_profile(path)
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        return exc
+
+
+def load_site(name: str) -> Site:
+    """The site called ``name`` (``generic`` too); ProfileError when its profile does not
+    load."""
+    got = _loaded(name)
+    if isinstance(got, ProfileError):
+        raise ProfileError(got.findings)
+    return got
 
 
 def all_sites() -> Iterator[Site]:
+    """Every site whose profile loads; :func:`broken_sites` has the others, with their
+    errors. Checks that go over every site go over these, and say which they left out."""
     for path in profile_paths():
-        yield load_site(path.stem)
+        got = _loaded(path.stem)
+        if isinstance(got, Site):
+            yield got
+
+
+def broken_sites() -> dict[str, ProfileError]:
+    """Sites whose profile does not load (scaffold markers left, schema or consistency
+    errors), with what stops each."""
+    out = {}
+    for path in profile_paths():
+        got = _loaded(path.stem)
+        if isinstance(got, ProfileError):
+            out[path.stem] = got
+    return out
+
+
+def raw_profile(name: str) -> Any:
+    """The profile of ``name`` as its YAML reads, not validated (a half-written one too); None
+    where there is no such file or it is not YAML."""
+    path = SITES_DIR / f"{name}.yaml"
+    try:
+        return load_yaml(path) if path.is_file() else None
+    except ProfileError:
+        return None
+
+
+def unless_unloaded(path: Path | str, check: Callable[[], list[Finding]]) -> list[Finding]:
+    """``check()``'s findings for a file; where it stops at a site whose profile does not load,
+    one warning for the file instead (that profile's own errors are reported as its own), so a
+    broken profile stops the checks of its own files only."""
+    try:
+        return check()
+    except ProfileError as exc:
+        name = Path(exc.findings[0].path).stem if exc.findings else ""
+        if name not in broken_sites() or exc.findings[0].rule == "site-exists":
+            return list(exc.findings)
+        return [Finding(path, 0, "profile-loads", unloaded_note(name), "warning")]
+
+
+def unloaded_note(name: str) -> str:
+    """What a check says of a site it skipped because its profile does not load."""
+    got = broken_sites().get(name)
+    count = len(got.findings) if got else 0
+    return (
+        f"not checked: sites/{name}.yaml does not load ({count} problem(s), which "
+        f"`python -m clusterkit profiles` lists)"
+    )

@@ -45,6 +45,7 @@ from clusterkit.sites.profiles import (
     line_of,
     load_profile,
     load_yaml,
+    unknown_why,
 )
 from clusterkit.sites.stack_refresh import (
     PYPI,
@@ -247,13 +248,16 @@ def _shape_of(nt: dict) -> dict[str, Any]:
         "sockets": nt["sockets"],
         "cores_per_socket": nt["cores_per_socket"],
         "threads_per_core": nt["threads_per_core"],
-        "memory_gb": float(nt["memory_gb"]),
+        "memory_gb": None if unknown_why(nt["memory_gb"]) else float(nt["memory_gb"]),
         "gpus": gpus,
     }
 
 
-def _same_memory(profile_gb: float, live_gb: float) -> bool:
-    """Nominal memory vs RealMemory: equal within 10% (sites hold some back for the OS)."""
+def _same_memory(profile_gb: float | None, live_gb: float) -> bool:
+    """Nominal memory vs RealMemory: equal within 10% (sites hold some back for the OS); an
+    unknown memory is never the same (the live figure fills it in)."""
+    if profile_gb is None:
+        return False
     return profile_gb == 0 or abs(live_gb - profile_gb) <= 0.1 * profile_gb
 
 
@@ -268,8 +272,10 @@ def compare(data: dict, live: Live) -> list[Change]:
                     out.append(Change("partitions", name, "removed", line=line))
                 continue
             lp = live.partitions[name]
+            why = unknown_why(p.get("max_walltime"))
             # a partition without a limit of its own is MaxTime=UNLIMITED
-            prof_max = duration_seconds(p["max_walltime"]) if p.get("max_walltime") else None
+            wall = p.get("max_walltime")
+            prof_max = duration_seconds(wall) if wall and not why else None
             if lp["max_walltime_s"] != prof_max:
                 out.append(
                     Change(
@@ -277,7 +283,7 @@ def compare(data: dict, live: Live) -> list[Change]:
                         name,
                         "changed",
                         "max_walltime",
-                        p.get("max_walltime"),
+                        "unknown" if why else p.get("max_walltime"),
                         _t(lp["max_walltime_s"]),
                         line_of(data, ["partitions", name, "max_walltime"]),
                     )

@@ -116,10 +116,13 @@ def _arch(data: dict, stack: dict) -> str:
     return data["node_types"][stack["node_types"][0]]["arch"]
 
 
-def _fits(build: dict, python: str, subdir: str) -> bool:
-    """A conda build for this Python (py311 in its build string) and subdir (or noarch)."""
+def _fits(build: dict, python: str | dict, subdir: str) -> bool:
+    """A conda build for this Python (py311 in its build string) and subdir (or noarch); any
+    Python's build where the stack's Python is unknown."""
     if build.get("subdir") and build["subdir"] not in (subdir, "noarch"):
         return False
+    if not isinstance(python, str):
+        return True
     tag = "py" + python.replace(".", "")
     pys = re.findall(r"py(\d{2,3})", build.get("build", ""))
     return not pys or tag[2:] in pys

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from clusterkit.sites.errors import CheckError, Finding
-from clusterkit.sites.profiles import ROOT, Stack, all_sites
+from clusterkit.sites.profiles import ROOT, Stack, all_sites, broken_sites, unloaded_note
 
 # What CI installs from PyPI for each framework a stack lists (x86-64, CPU builds where the
 # framework publishes a separate CPU package). Horovod is left out: PyPI has only its sources.
@@ -40,6 +40,9 @@ def find(key: str, where: Path | str = "", line: int = 0) -> Stack:
     if key in stacks:
         return stacks[key]
     site = key.split("/", 1)[0]
+    if site in broken_sites():
+        note = unloaded_note(site)
+        raise CheckError([Finding(where, line, "profile-loads", f"{key}: {note}", "warning")])
     same_site = sorted(k for k in stacks if k.startswith(site + "/"))
     hint = f"; {site} has {', '.join(same_site)}" if same_site else f"; {site} lists no stacks"
     if "/" not in key:
@@ -172,7 +175,7 @@ def facts(stack: Stack) -> str:
         f" {version}" if version else ""
     )
     return (
-        f"Python {stack.python}; {frameworks}; {build} build; "
+        f"Python {stack.python_text}; {frameworks}; {build} build; "
         f"node types {', '.join(stack.raw['node_types'])}; {stack.status}"
     )
 

@@ -53,7 +53,7 @@ def _partition(key: str, part) -> dict[str, str]:
         f"{key}_cores": str(node.cores),
         f"{key}_usable_cores": str(node.usable_cores),
         f"{key}_threads_per_core": str(node.threads_per_core),
-        f"{key}_memory_gb": f"{node.memory_gb:g}",
+        f"{key}_memory_gb": node.memory_text,
         f"{key}_max_walltime": part.max_walltime,
         f"{key}_arch": node.arch,
         f"{key}_cpu": node.cpu,

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.sites.profiles import load_site, profile_paths
+from clusterkit.sites.profiles import all_sites
 
 ROOT = Path(__file__).resolve().parents[2]
 START = ROOT / "ci" / "slurm" / "start.sh"
 STOP = ROOT / "ci" / "slurm" / "stop.sh"
 REQUIRED = os.environ.get("CLUSTERKIT_REQUIRE_SLURM") == "1"
 # every site scheduled by Slurm, from its profile: a new site's cluster is made the same way
-SITES = tuple(p.stem for p in profile_paths() if load_site(p.stem).scheduler == "slurm")
+SITES = tuple(s.name for s in all_sites() if s.scheduler == "slurm")
 TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "srun", "munged")
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 

@@ -32,11 +32,11 @@ from clusterkit.emulate import slurm as emu_slurm
 from clusterkit.emulate.sbatch import check_slurm_script
 from clusterkit.emulate.script import read_script
 from clusterkit.emulate.slurm_request import job_request
-from clusterkit.sites.profiles import load_site, profile_paths
+from clusterkit.sites.profiles import all_sites, load_site
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus" / "slurm"
-SITES = tuple(p.stem for p in profile_paths() if load_site(p.stem).scheduler == "slurm")
+SITES = tuple(s.name for s in all_sites() if s.scheduler == "slurm")
 SCRIPT_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
 # (site, "good|bad/<name>") -> what is wrong, for a disagreement found and not yet fixed
