@@ -153,6 +153,7 @@ TRAINER_PAGES = SP.trainer_pages(DOCS)
 
 def test_the_trainers_option_pages_are_found():
     assert TRAINER_PAGES == {
+        "train_lm.py": "/reference/trainers/lm",
         "train_resnet.py": "/reference/trainers/pytorch",
         "train_resnet_keras.py": "/reference/trainers/tensorflow",
     }

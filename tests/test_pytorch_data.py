@@ -758,7 +758,7 @@ def test_a_fork_server_that_fails_in_any_way_gives_way_to_fork(trainer, monkeypa
                 raise self.error
 
         def join(self, timeout):
-            assert timeout == trainer.FORKSERVER_PROBE_S
+            assert timeout == trainer.job_runtime.FORKSERVER_PROBE_S
 
         def kill(self):
             self.killed = True

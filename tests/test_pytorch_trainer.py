@@ -652,6 +652,12 @@ def test_a_gpu_job_with_a_cpu_only_pytorch_stops_naming_the_build(trainer, bare_
     assert f"asks for a GPU, but this PyTorch ({torch.__version__}) is a CPU-only build" in line
 
 
+def device_type(trainer, argv):
+    """What --device and --tiny in argv choose on this (patched) machine, for rank 0."""
+    args = trainer.parse_args(argv)
+    return trainer.choose_device_type(args.device, args.tiny, rank=0)
+
+
 @pytest.mark.stack
 @pytest.mark.parametrize(
     ("env", "argv"),
@@ -666,7 +672,7 @@ def test_a_gpu_job_with_a_cpu_only_pytorch_stops_naming_the_build(trainer, bare_
 def test_runs_that_ask_for_no_gpu_use_the_cpu(trainer, no_gpu, capsys, env, argv):
     for key, value in env.items():
         no_gpu.setenv(key, value)
-    assert trainer.choose_device_type(trainer.parse_args(argv), rank=0) == "cpu"
+    assert device_type(trainer, argv) == "cpu"
     assert capsys.readouterr().err == ""
 
 
@@ -676,8 +682,8 @@ def test_a_gpu_that_pytorch_sees_is_used(trainer, no_gpu, capsys, env, argv):
     no_gpu.setattr(trainer.torch.cuda, "is_available", lambda: True)
     for key, value in env.items():
         no_gpu.setenv(key, value)
-    assert trainer.missing_gpu() is None
-    assert trainer.choose_device_type(trainer.parse_args(argv), rank=0) == "cuda"
+    assert sys.modules[trainer.choose_device_type.__module__].missing_gpu() is None
+    assert device_type(trainer, argv) == "cuda"
     assert capsys.readouterr().err == ""
 
 
@@ -685,7 +691,7 @@ def test_a_gpu_that_pytorch_sees_is_used(trainer, no_gpu, capsys, env, argv):
 def test_a_tiny_run_in_a_gpu_job_warns_and_uses_the_cpu(trainer, no_gpu, capsys):
     """What CI does with the GPU job scripts: TRAIN_TINY=1 on a machine without GPUs."""
     no_gpu.setenv("SLURM_GPUS_ON_NODE", "4")
-    assert trainer.choose_device_type(trainer.parse_args(["--tiny"]), rank=0) == "cpu"
+    assert device_type(trainer, ["--tiny"]) == "cpu"
     err = capsys.readouterr().err
     assert "warning: SLURM_GPUS_ON_NODE=4 asks for a GPU, but PyTorch" in err
     assert "--tiny runs on the CPU instead" in err

@@ -272,6 +272,19 @@ def test_the_session_stops_on_a_page_naming_an_unknown_stack(monkeypatch, capsys
     assert "docs/x.md:3: [stack-exists] no stack 'bede/nope'" in capsys.readouterr().out
 
 
+def test_a_warning_on_a_page_is_printed_and_the_stacks_are_still_tested(monkeypatch, capsys):
+    """A historical stack older than a trainer's minimum is a notice, not a stop."""
+    from clusterkit.runs import stack_pages
+    from clusterkit.sites.errors import Finding
+
+    notice = Finding("docs/x.md", 2, "stack-minimum", "older than needed", level="warning")
+    monkeypatch.setattr(stack_pages, "check_all", lambda: [notice])
+    tested = []
+    monkeypatch.setattr(stack_ci.S, "all_stacks", lambda: tested.append(1) or {})
+    assert stack_ci.main([]) == 0
+    assert tested and "docs/x.md:2: warning: [stack-minimum]" in capsys.readouterr().out
+
+
 def test_a_run_under_way_for_another_stack_is_waited_for_not_repeated():
     runs, started = stack_ci.SharedRuns(), []
 

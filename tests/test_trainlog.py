@@ -314,6 +314,7 @@ def our_records(draw) -> Record:
         "time_s": draw(finite),
         "top1": draw(st.floats(0, 1)),
         "top5": draw(st.floats(0, 1)),
+        "peak_mib": draw(finite),
         "path": draw(
             st.text(st.characters(codec="utf-8", exclude_categories=["C", "Z"]), min_size=1).map(
                 lambda s: "ckpt/" + s
@@ -328,7 +329,7 @@ def test_round_trip_of_our_format(record):
     line = trainlog.format_record(record)
     parsed = trainlog.parse_line(line)
     assert parsed.kind == record.kind and parsed.fields.keys() == record.fields.keys()
-    digits = {"loss": 6, "lr": 6, "img_s": 1, "time_s": 2, "top1": 4, "top5": 4}
+    digits = {"loss": 6, "lr": 6, "img_s": 1, "time_s": 2, "top1": 4, "top5": 4, "peak_mib": 1}
     for key, value in record.fields.items():
         if key in digits:
             assert parsed.fields[key] == pytest.approx(value, abs=0.6 * 10 ** -digits[key])

@@ -256,21 +256,28 @@ def evaluate_shell(example) -> None:
     ).record()
 
 
-def run_from_root(source: str, where: str, timeout: int = 120) -> None:
+def run_from_root(source: str, where: str, timeout: int = 300) -> None:
     """Run a checked shell block (``% test: run``) in bash from the repository root, with this
     interpreter's directory first on ``PATH``; a non-zero exit fails the block."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    r = subprocess.run(
-        ["bash", "-eo", "pipefail"],
-        input=source,
-        text=True,
-        capture_output=True,
-        cwd=ROOT,
-        env=env,
-        timeout=timeout,
-    )
+    try:
+        r = subprocess.run(
+            ["bash", "-eo", "pipefail"],
+            input=source,
+            text=True,
+            capture_output=True,
+            cwd=ROOT,
+            env=env,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        said = exc.stderr or exc.stdout or b""
+        said = said.decode(errors="replace") if isinstance(said, bytes) else said
+        tail = "\n".join(said.strip().splitlines()[-5:])
+        message = f"{where}: [block-run] still running after {timeout} s:\n{tail}"
+        raise AssertionError(message) from None
     if r.returncode:
         tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-5:])
         raise AssertionError(f"{where}: [block-run] exited with {r.returncode}:\n{tail}")

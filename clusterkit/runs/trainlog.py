@@ -167,7 +167,16 @@ def format_record(record: Record) -> str:
     if "world" in f:
         parts.append(f"rank={f.pop('rank')}/{f.pop('world')}")
     path = f.pop("path", None)
-    digits = {"loss": 6, "lr": 6, "img_s": 1, "tokens_s": 1, "time_s": 2, "top1": 4, "top5": 4}
+    digits = {
+        "loss": 6,
+        "lr": 6,
+        "img_s": 1,
+        "tokens_s": 1,
+        "time_s": 2,
+        "top1": 4,
+        "top5": 4,
+        "peak_mib": 1,
+    }
     for key, value in f.items():
         text = f"{value:.{digits[key]}f}" if key in digits and isinstance(value, float) else value
         parts.append(f"{key}={text}")

@@ -179,7 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     opt = p.add_argument_group("optimisation")
     opt.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (AdamW)")
-    opt.add_argument("--weight-decay", type=float, default=0.0, metavar="WD")
+    opt.add_argument(
+        "--weight-decay", type=float, default=0.0, metavar="WD", help="AdamW's decoupled decay"
+    )
     opt.add_argument("--warmup-steps", type=int, default=100, metavar="N", help="linear warm-up")
     opt.add_argument("--max-grad-norm", type=float, default=1.0, metavar="X", help="0: no clip")
 
@@ -187,8 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--lora-rank", type=int, default=0, metavar="R", help="train LoRA adapters of rank R"
     )
-    tune.add_argument("--lora-alpha", type=float, default=16.0, metavar="A")
-    tune.add_argument("--lora-dropout", type=float, default=0.0, metavar="P")
+    tune.add_argument("--lora-alpha", type=float, default=16.0, metavar="A", help="LoRA scale")
+    tune.add_argument(
+        "--lora-dropout", type=float, default=0.0, metavar="P", help="dropout before LoRA"
+    )
     tune.add_argument(
         "--lora-targets",
         default="all-linear",
@@ -236,7 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ck = p.add_argument_group("checkpoints and output")
-    ck.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"), metavar="DIR")
+    ck.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=Path("checkpoints"),
+        metavar="DIR",
+        help="where step-N/ checkpoints go, and a run resumes from",
+    )
     ck.add_argument("--checkpoint-every", type=int, default=500, metavar="N", help="steps")
     ck.add_argument("--keep", type=int, default=2, metavar="N", help="checkpoints kept")
     ck.add_argument(
