@@ -32,6 +32,7 @@ SHIMS = (
     "salloc",
     "singularity",
     "apptainer",
+    "shifter",
 )
 
 
