@@ -3,6 +3,8 @@ command it runs inside the image judged where it runs."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from clusterkit.emulate import shifter
@@ -50,6 +52,27 @@ def test_the_command_inside_the_image_is_judged_where_srun_runs_it():
     report = check_slurm_script("job.sbatch", load_site("perlmutter"), text=text)
     assert [(f.line, f.rule) for f in report.errors] == [(8, "script-flag-unknown")]
     assert report.warnings == []  # --image and --module are the Shifter plugin's options
+
+
+def test_the_shifter_shim_runs_the_command_with_its_variables(emulated_env):
+    """The shim a job's ``srun shifter ...`` reaches: a good line runs its command here, with
+    the variables ``--env`` sets and a note that no image is used; a bad one stops, as
+    shifter does, before running anything."""
+
+    def shifter_(*args):
+        cmd = ["shifter", *args]
+        return subprocess.run(cmd, env=emulated_env, capture_output=True, text=True)
+
+    r = shifter_("--image=nersc/pytorch:25.06.01", "-V", "/a:/b", "--env", "X=1", "sh", "-c",
+                 "echo X=$X")  # fmt: skip
+    assert (r.returncode, r.stdout) == (0, "X=1\n"), r.stderr
+    assert "running sh directly, not in image nersc/pytorch:25.06.01" in r.stderr
+    assert "volumes not bound here: /a:/b" in r.stderr
+    r = shifter_("--bogus", "echo", "ran")
+    assert r.returncode == 1 and "unrecognized option '--bogus'" in r.stderr and not r.stdout
+    r = shifter_("--env", "X=1")
+    assert r.returncode == 1 and "no command to run in the image" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 # ----------------------------------------------------------------------------- podman-hpc

@@ -1,6 +1,6 @@
 """The shims of the launchers a job script starts: IBM DDL's ``ddlrun`` and Bede's
-``bede-ddlrun`` and ``bede-mpirun``, ``torchrun``, ``accelerate``, and
-``singularity``/``apptainer``.
+``bede-ddlrun`` and ``bede-mpirun``, ``torchrun``, ``accelerate``, ``singularity``/``apptainer``
+and NERSC's ``shifter``.
 
 Each judges its own command line as the dry run does, then runs the program here, scaled down to
 ``CLUSTERKIT_MAX_RANKS`` processes, with the environment the real launcher gives each rank
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clusterkit.emulate import accelerate_launch, ddl, launch_env, torchrun
+from clusterkit.emulate import accelerate_launch, ddl, launch_env, shifter, torchrun
 from clusterkit.emulate.container_options import ContainerOptionError, parse
 from clusterkit.emulate.containers import FOLLOWED
 from clusterkit.emulate.containers import check as check_container
@@ -328,6 +328,35 @@ def shim(tool: str):
     return run
 
 
+def shifter_shim(argv: list[str]) -> int:
+    """``shifter [OPTIONS] COMMAND``: its options judged as Shifter's getopt reads them, then the
+    command run here directly, with the variables its ``--env``/``-e`` options set; no image is
+    pulled or mounted and no volume bound (a note says so)."""
+    command, findings = shifter.check("<command line>", 0, argv)
+    for f in findings:
+        print(f, file=sys.stderr)
+    if any(f.level == "error" for f in findings):
+        return 1
+    opts, _ = shifter.parse(argv)
+    named = (opts.get("image") or opts.get("i") or [""])[-1]
+    image = f"image {named}" if named else "the image of the job's --image"
+    volumes = opts.get("volume", []) + opts.get("V", [])
+    bound = f", volumes not bound here: {'; '.join(volumes)}" if volumes else ""
+    note(
+        "shifter",
+        f"no container runtime here: running {command[0]} directly, not in {image}{bound}",
+    )
+    env = dict(os.environ)
+    for item in opts.get("env", []) + opts.get("e", []):
+        name, _, value = item.partition("=")
+        env[name] = value
+    try:
+        return subprocess.call(command, env=env)
+    except OSError as exc:
+        print(f"shifter: {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+
+
 HANDLERS = {
     "ddlrun": ddl_shim("ddlrun"),
     "bede-ddlrun": ddl_shim("bede-ddlrun"),
@@ -336,4 +365,5 @@ HANDLERS = {
     "accelerate": accelerate_shim,
     "singularity": shim("singularity"),
     "apptainer": shim("apptainer"),
+    "shifter": shifter_shim,
 }

@@ -33,6 +33,7 @@ SHIMS = (
     "salloc",
     "singularity",
     "apptainer",
+    "shifter",
 )
 
 
