@@ -152,9 +152,25 @@ def environment(args) -> dict[str, str]:
     return env
 
 
-def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> float:
+def cpu_seconds(group: int) -> float | None:
+    """CPU time (user and system) the live processes of a process group have used; None
+    without Linux's /proc."""
+    ticks, found = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # those after the name
+        except (OSError, IndexError):
+            continue  # a process that ended meanwhile
+        if int(fields[2]) == group:  # pgrp; utime and stime follow at 11 and 12
+            ticks, found = ticks + int(fields[11]) + int(fields[12]), True
+    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+
+
+def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> tuple[float, float | None]:
     """Seconds between the line that ends step --warmup and the one that ends the last step, as
-    they arrive; the process (and any it started) is stopped at the last line, or at timeout."""
+    they arrive, and the CPU time the process and its children used meanwhile (a figure that a
+    busy machine disturbs less). The process, and any it started, is stopped at the last line,
+    or at timeout."""
     first, last = args.warmup, args.warmup + args.steps
     proc = subprocess.Popen(
         cmd,
@@ -166,7 +182,7 @@ def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> float:
     )
     watchdog = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
     watchdog.start()
-    start = end = None
+    start = end = cpu_start = cpu_end = None
     seen: list[str] = []
     try:
         for line in proc.stdout:
@@ -174,9 +190,9 @@ def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> float:
             m = STEP_LINE[side].match(line)
             step = int(m[1]) if m else None
             if step == first:
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), cpu_seconds(proc.pid)
             elif step == last:
-                end = time.perf_counter()
+                end, cpu_end = time.perf_counter(), cpu_seconds(proc.pid)
                 break
     finally:
         watchdog.cancel()
@@ -187,7 +203,8 @@ def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> float:
         why = f"was stopped after {timeout:.0f} s" if proc.returncode == -9 else "stopped"
         tail = "".join(seen[-30:])
         raise SystemExit(f"{side} {why} before step {last}: {' '.join(cmd)}\n{tail}")
-    return end - start
+    cpu = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+    return end - start, cpu
 
 
 def load_average() -> list[float] | None:
@@ -200,14 +217,15 @@ def load_average() -> list[float] | None:
 def one_round(n: int, args, work: Path, tokens: Path, deadline: float) -> dict:
     order = (OURS, THEIRS) if n % 2 == 0 else (THEIRS, OURS)
     load, began = load_average(), clock()
-    rates = {}
+    rates, cpu = {}, {}
     for side in order:
         run = f"run-{n}-{'ours' if side == OURS else 'hf'}"
         cmd = (
             our_command(args, work, run) if side == OURS else their_command(args, work, tokens, run)
         )
-        seconds = timed_seconds(cmd, side, args, max(1.0, deadline - clock()))
+        seconds, cpu_s = timed_seconds(cmd, side, args, max(1.0, deadline - clock()))
         rates[side] = args.steps * args.batch_size * args.seq_len / seconds
+        cpu[side] = cpu_s / args.steps if cpu_s else None
     ratio = rates[OURS] / rates[THEIRS]
     took = clock() - began
     print(
@@ -222,6 +240,8 @@ def one_round(n: int, args, work: Path, tokens: Path, deadline: float) -> dict:
         "seconds": round(took, 1),
         "tokens_s": rates,
         "ratio": ratio,
+        "cpu_s_per_step": cpu,
+        "cpu_ratio": cpu[THEIRS] / cpu[OURS] if cpu[OURS] and cpu[THEIRS] else None,
     }
 
 
@@ -325,10 +345,13 @@ def summarise(rounds: list[dict], facts: dict, args) -> dict:
             "tokens_s": {k: round(v, 1) for k, v in r["tokens_s"].items()},
             "mfu": {k: mfu(v) for k, v in r["tokens_s"].items()},
             "ratio": round(r["ratio"], 3),
+            "cpu_s_per_step": {k: v and round(v, 4) for k, v in r["cpu_s_per_step"].items()},
+            "cpu_ratio": r["cpu_ratio"] and round(r["cpu_ratio"], 3),
         }
         for r in rounds
     ]
     medians = {side: statistics.median(v) for side, v in rates.items()}
+    cpu_ratios = [r["cpu_ratio"] for r in rounds if r["cpu_ratio"]]
     return {
         "median_tokens_s": {side: round(v, 1) for side, v in medians.items()},
         "median_tokens_s_per_process": {
@@ -337,6 +360,11 @@ def summarise(rounds: list[dict], facts: dict, args) -> dict:
         "median_mfu": {side: mfu(v) for side, v in medians.items()},
         "median_ratio": round(statistics.median(ratios), 3),
         "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        # the Trainer's CPU seconds a step over train_lm.py's: above 1, train_lm.py uses less
+        "median_cpu_ratio": round(statistics.median(cpu_ratios), 3) if cpu_ratios else None,
+        "cpu_ratio_range": [round(min(cpu_ratios), 3), round(max(cpu_ratios), 3)]
+        if cpu_ratios
+        else None,
         "rounds": out_rounds,
     }
 
@@ -514,7 +542,9 @@ def main(argv=None) -> None:
     print(
         f"{OURS} {s['median_tokens_s'][OURS]} tokens/s, {THEIRS} {s['median_tokens_s'][THEIRS]} "
         f"tokens/s: median ratio {s['median_ratio']} over {len(rounds)} rounds "
-        f"(range {s['ratio_range'][0]}-{s['ratio_range'][1]}); MFU {s['median_mfu']}",
+        f"(range {s['ratio_range'][0]}-{s['ratio_range'][1]}); CPU time a step, the Trainer's "
+        f"over train_lm.py's: {s['median_cpu_ratio']} (range {s['cpu_ratio_range']}); "
+        f"MFU {s['median_mfu']}",
         file=sys.stderr,
     )
     target = args.output or (

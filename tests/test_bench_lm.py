@@ -42,6 +42,8 @@ def test_one_cpu_round_writes_a_record_of_both_sides(tiny_lm, tmp_path):
     ours, theirs = rates[bench.OURS], rates[bench.THEIRS]  # rounded to 0.1
     assert (ours - 0.05) / (theirs + 0.05) <= rec["median_ratio"] <= (ours + 0.05) / (theirs - 0.05)
     assert rec["ratio_range"] == [rec["median_ratio"]] * 2 and round_["first"] == bench.OURS
+    cpu = round_["cpu_s_per_step"]
+    assert cpu[bench.OURS] > 0 and cpu[bench.THEIRS] > 0 and rec["median_cpu_ratio"] > 0
     assert len(rec["load_average"]["start"]) == 3 and len(rec["load_average"]["end"]) == 3
     # on a CPU: fp32 on both sides, and no MFU (no peak is known)
     assert rec["model"]["precision"] == {bench.OURS: "fp32", bench.THEIRS: "fp32"}
@@ -91,7 +93,8 @@ def stub_rounds(monkeypatch, seconds: dict[str, list[float]]):
 
     def timed(cmd, side, args, timeout):
         order.append(side)
-        return next(times[side])
+        seconds = next(times[side])
+        return seconds, 2 * seconds  # as if two threads were busy all the time
 
     monkeypatch.setattr(bench, "timed_seconds", timed)
     return order
@@ -110,6 +113,8 @@ def test_rounds_alternate_and_the_median_ratio_is_the_figure(monkeypatch, tmp_pa
     tokens = 4 * 8 * 128  # timed steps x sequences x length
     assert summary["median_tokens_s"][bench.OURS] == tokens / 2.0
     assert summary["median_mfu"][bench.OURS] == round(tokens / 2.0 * 1e6 / 1e12, 4)
+    assert summary["median_cpu_ratio"] == 1.0 and summary["cpu_ratio_range"] == [0.5, 2.0]
+    assert summary["rounds"][0]["cpu_s_per_step"] == {bench.OURS: 1.0, bench.THEIRS: 2.0}
 
 
 def test_the_time_limit_ends_the_rounds_that_would_not_fit(monkeypatch, tmp_path):
@@ -128,8 +133,8 @@ def test_a_side_that_stops_before_its_last_step_is_reported(tmp_path):
     args = bench.parse_args(["--warmup", "2", "--steps", "3"])
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
-    seconds = bench.timed_seconds([sys.executable, str(script), "9"], bench.THEIRS, args, 60)
-    assert 0 <= seconds < 60
+    seconds, cpu = bench.timed_seconds([sys.executable, str(script), "9"], bench.THEIRS, args, 60)
+    assert 0 <= seconds < 60 and 0 <= cpu < 60
     with pytest.raises(SystemExit, match="stopped before step 5"):
         bench.timed_seconds([sys.executable, str(script), "4"], bench.THEIRS, args, 60)
 
