@@ -166,11 +166,13 @@ def cpu_seconds(group: int) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK") if found else None
 
 
-def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> tuple[float, float | None]:
+def timed_seconds(
+    cmd: list[str], side: str, args, timeout: float
+) -> tuple[float, float | None, str]:
     """Seconds between the line that ends step --warmup and the one that ends the last step, as
     they arrive, and the CPU time the process and its children used meanwhile (a figure that a
     busy machine disturbs less). The process, and any it started, is stopped at the last line,
-    or at timeout."""
+    or at timeout. Returns the two and what the process printed until then."""
     first, last = args.warmup, args.warmup + args.steps
     proc = subprocess.Popen(
         cmd,
@@ -204,7 +206,16 @@ def timed_seconds(cmd: list[str], side: str, args, timeout: float) -> tuple[floa
         tail = "".join(seen[-30:])
         raise SystemExit(f"{side} {why} before step {last}: {' '.join(cmd)}\n{tail}")
     cpu = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
-    return end - start, cpu
+    return end - start, cpu, "".join(seen)
+
+
+def precision_of(side: str, cmd: list[str], output: str) -> str | None:
+    """bf16 or fp32: as train_lm.py's first line says (its default depends on its version and
+    the device), or as the Trainer was told."""
+    if side == THEIRS:
+        return "bf16" if "--bf16" in cmd else "fp32"
+    m = re.search(r", (bf16|fp32); \d+ sequences of", output)
+    return m[1] if m else None
 
 
 def load_average() -> list[float] | None:
@@ -217,13 +228,14 @@ def load_average() -> list[float] | None:
 def one_round(n: int, args, work: Path, tokens: Path, deadline: float) -> dict:
     order = (OURS, THEIRS) if n % 2 == 0 else (THEIRS, OURS)
     load, began = load_average(), clock()
-    rates, cpu = {}, {}
+    rates, cpu, precision = {}, {}, {}
     for side in order:
         run = f"run-{n}-{'ours' if side == OURS else 'hf'}"
         cmd = (
             our_command(args, work, run) if side == OURS else their_command(args, work, tokens, run)
         )
-        seconds, cpu_s = timed_seconds(cmd, side, args, max(1.0, deadline - clock()))
+        seconds, cpu_s, output = timed_seconds(cmd, side, args, max(1.0, deadline - clock()))
+        precision[side] = precision_of(side, cmd, output)
         rates[side] = args.steps * args.batch_size * args.seq_len / seconds
         cpu[side] = cpu_s / args.steps if cpu_s else None
     ratio = rates[OURS] / rates[THEIRS]
@@ -241,6 +253,7 @@ def one_round(n: int, args, work: Path, tokens: Path, deadline: float) -> dict:
         "tokens_s": rates,
         "ratio": ratio,
         "cpu_s_per_step": cpu,
+        "precision": precision,
         "cpu_ratio": cpu[THEIRS] / cpu[OURS] if cpu[OURS] and cpu[THEIRS] else None,
     }
 
@@ -292,7 +305,7 @@ def prepare(args, work: Path) -> Path:
     return tokens
 
 
-def model_facts(args, work: Path) -> dict:
+def model_facts(args, work: Path, precision: dict) -> dict:
     """Parameters, FLOPs per token (train_lm.py's formula) and the device's peak, or None."""
     sys.path.insert(0, str(args.trainer.parent))
     import torch
@@ -302,10 +315,9 @@ def model_facts(args, work: Path) -> dict:
     config = AutoConfig.from_pretrained(work / "model")
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    precision = "bf16" if bf16(args) else "fp32"
     device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     peak = train_lm.peak_flops(
-        argparse.Namespace(peak_tflops=args.peak_tflops, precision=precision), device
+        argparse.Namespace(peak_tflops=args.peak_tflops, precision=precision[OURS]), device
     )
     return {
         "model_type": config.model_type,
@@ -313,7 +325,7 @@ def model_facts(args, work: Path) -> dict:
         "config": {k: getattr(config, k, None) for k in CONFIG_FIELDS},
         "flops_per_token": train_lm.flops_per_token(model, config, args.seq_len, lora=False),
         "peak_tflops": peak / 1e12 if peak else None,
-        "precision": {OURS: precision, THEIRS: precision},
+        "precision": precision,
     }
 
 
@@ -526,7 +538,7 @@ def main(argv=None) -> None:
         work = Path(tmp)
         tokens = prepare(args, work)
         rounds, stopped = race(args, work, tokens, deadline)
-        facts = model_facts(args, work)
+        facts = model_facts(args, work, rounds[0]["precision"])
     head = machine(args)
     out = {
         "benchmark": f"lm-{args.preset}-train_lm-vs-transformers-trainer",

@@ -94,7 +94,7 @@ def stub_rounds(monkeypatch, seconds: dict[str, list[float]]):
     def timed(cmd, side, args, timeout):
         order.append(side)
         seconds = next(times[side])
-        return seconds, 2 * seconds  # as if two threads were busy all the time
+        return seconds, 2 * seconds, "llama: ... device cpu, backend -, fp32; 408 sequences of"
 
     monkeypatch.setattr(bench, "timed_seconds", timed)
     return order
@@ -115,6 +115,7 @@ def test_rounds_alternate_and_the_median_ratio_is_the_figure(monkeypatch, tmp_pa
     assert summary["median_mfu"][bench.OURS] == round(tokens / 2.0 * 1e6 / 1e12, 4)
     assert summary["median_cpu_ratio"] == 1.0 and summary["cpu_ratio_range"] == [0.5, 2.0]
     assert summary["rounds"][0]["cpu_s_per_step"] == {bench.OURS: 1.0, bench.THEIRS: 2.0}
+    assert summary["rounds"][0]["precision"] == {bench.OURS: "fp32", bench.THEIRS: "fp32"}
 
 
 def test_the_time_limit_ends_the_rounds_that_would_not_fit(monkeypatch, tmp_path):
@@ -133,8 +134,9 @@ def test_a_side_that_stops_before_its_last_step_is_reported(tmp_path):
     args = bench.parse_args(["--warmup", "2", "--steps", "3"])
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
-    seconds, cpu = bench.timed_seconds([sys.executable, str(script), "9"], bench.THEIRS, args, 60)
-    assert 0 <= seconds < 60 and 0 <= cpu < 60
+    cmd = [sys.executable, str(script), "9"]
+    seconds, cpu, printed = bench.timed_seconds(cmd, bench.THEIRS, args, 60)
+    assert 0 <= seconds < 60 and 0 <= cpu < 60 and printed.splitlines()[-1] == "[hf] step=5"
     with pytest.raises(SystemExit, match="stopped before step 5"):
         bench.timed_seconds([sys.executable, str(script), "4"], bench.THEIRS, args, 60)
 
