@@ -152,18 +152,39 @@ def environment(args) -> dict[str, str]:
     return env
 
 
-def cpu_seconds(group: int) -> float | None:
-    """CPU time (user and system) the live processes of a process group have used; None
-    without Linux's /proc."""
-    ticks, found = 0, False
+def process_tree(root: int) -> dict[int, float]:
+    """The live processes descended from ``root``, itself included, each with the CPU time (user
+    and system, seconds) it has used; empty without Linux's /proc. torchrun's workers start
+    sessions of their own, so the tree, not a process group, holds a run's processes."""
+    table: dict[int, tuple[int, float]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()  # those after the name
         except (OSError, IndexError):
             continue  # a process that ended meanwhile
-        if int(fields[2]) == group:  # pgrp; utime and stime follow at 11 and 12
-            ticks, found = ticks + int(fields[11]) + int(fields[12]), True
-    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime; fields[1] is the parent
+        table[int(stat.parent.name)] = (int(fields[1]), ticks / os.sysconf("SC_CLK_TCK"))
+    tree: dict[int, float] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table and pid not in tree:
+            tree[pid] = table[pid][1]
+            todo += [child for child, (parent, _) in table.items() if parent == pid]
+    return tree
+
+
+def cpu_seconds(root: int) -> float | None:
+    return sum(process_tree(root).values()) or None
+
+
+def stop(root: int) -> None:
+    """SIGKILL to ``root`` and every process it started (torchrun's workers too)."""
+    for pid in process_tree(root) or [root]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def timed_seconds(
@@ -180,9 +201,9 @@ def timed_seconds(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,  # its own process group: torchrun's ranks go with it
+        start_new_session=True,  # a signal meant for this script does not reach it
     )
-    watchdog = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdog = threading.Timer(timeout, stop, (proc.pid,))
     watchdog.start()
     start = end = cpu_start = cpu_end = None
     seen: list[str] = []
@@ -199,7 +220,7 @@ def timed_seconds(
     finally:
         watchdog.cancel()
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            stop(proc.pid)
         proc.wait()
     if start is None or end is None:
         why = f"was stopped after {timeout:.0f} s" if proc.returncode == -9 else "stopped"

@@ -147,3 +147,34 @@ def test_the_step_lines_are_those_each_side_prints():
     assert bench.STEP_LINE[bench.OURS].match(documented)[1] == "20"
     hf_side = (ROOT / "benchmarks" / "hf_trainer_lm.py").read_text()
     assert 'print(f"[hf] step={state.global_step}"' in hf_side
+
+
+PARENT = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_run_is_stopped_with_the_processes_it_started(tmp_path):
+    """As torchrun's workers are: in sessions of their own, busy; their CPU time counts."""
+    parent = bench.subprocess.Popen(
+        [sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout.readline() == "started\n"
+        deadline = bench.time.monotonic() + 60
+        while len(bench.process_tree(parent.pid)) < 2 and bench.time.monotonic() < deadline:
+            bench.time.sleep(0.1)
+        tree = bench.process_tree(parent.pid)
+        (child,) = set(tree) - {parent.pid}
+        bench.time.sleep(1.0)
+        assert bench.cpu_seconds(parent.pid) > sum(tree.values())  # the busy child's time
+    finally:
+        bench.stop(parent.pid)
+    parent.wait(timeout=60)
+    deadline = bench.time.monotonic() + 60
+    while bench.process_tree(child) and bench.time.monotonic() < deadline:
+        bench.time.sleep(0.1)  # a zombie until init reaps it
+    assert not bench.process_tree(child) or open(f"/proc/{child}/stat").read().split()[2] == "Z"
