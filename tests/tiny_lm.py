@@ -3,7 +3,9 @@
 The tokenizer is a byte-level BPE trained on the text with Hugging Face's `tokenizers`, and the
 model a GPT-2 or Llama of two layers of width 32 with new weights, both saved with
 save_pretrained: the layout `hf download` writes, which is what the language-model programs
-read. Dropout is off, so that a run is the same whatever the number of ranks.
+read. Dropout is off, so that a run is the same whatever the number of ranks. Larger shapes
+(benchmarks/bench_lm.py) replace fields of the config, and may keep the config without weights
+for a run that builds its model new (train_lm.py --scratch).
 """
 
 from __future__ import annotations
@@ -24,8 +26,17 @@ def documents(count: int = 400) -> list[str]:
 
 
 def write_model(
-    out: Path, kind: str = "gpt2", positions: int = 64, width: int = 32, layers: int = 2
+    out: Path,
+    kind: str = "gpt2",
+    positions: int = 64,
+    width: int = 32,
+    layers: int = 2,
+    weights: bool = True,
+    **fields,
 ) -> Path:
+    """The tokenizer and the model (its config alone with weights=False) in ``out``; ``fields``
+    replace those of the config (vocab_size larger than the tokenizer's, num_attention_heads,
+    intermediate_size, ...)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
         GPT2Config,
@@ -48,34 +59,28 @@ def write_model(
     end = "<|endoftext|>"
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=end, bos_token=end)
     eos = tokenizer.eos_token_id
+    common = {"vocab_size": len(tokenizer), "eos_token_id": eos, "bos_token_id": eos}
     if kind == "gpt2":
         no_dropout = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
-        config = GPT2Config(
-            vocab_size=len(tokenizer),
-            n_positions=positions,
-            n_embd=width,
-            n_layer=layers,
-            n_head=2,
-            eos_token_id=eos,
-            bos_token_id=eos,
-            **no_dropout,
-        )
-        model = GPT2LMHeadModel(config)
+        shape = {"n_positions": positions, "n_embd": width, "n_layer": layers, "n_head": 2}
+        config = GPT2Config(**{**common, **no_dropout, **shape, **fields})
+        model_class = GPT2LMHeadModel
     else:
-        config = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=width,
-            intermediate_size=2 * width,
-            num_hidden_layers=layers,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=positions,
-            eos_token_id=eos,
-            bos_token_id=eos,
-            tie_word_embeddings=False,
-        )
-        model = LlamaForCausalLM(config)
-    model.save_pretrained(out)
+        shape = {
+            "hidden_size": width,
+            "intermediate_size": 2 * width,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": positions,
+            "tie_word_embeddings": False,
+        }
+        config = LlamaConfig(**{**common, **shape, **fields})
+        model_class = LlamaForCausalLM
+    if weights:
+        model_class(config).save_pretrained(out)
+    else:
+        config.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 

@@ -210,9 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     speed.add_argument(
         "--precision",
-        choices=["bf16", "fp32"],
-        default="bf16",
-        help="bf16: matrix products in bfloat16, weights and optimizer state in fp32",
+        choices=["auto", "bf16", "fp32"],
+        default="auto",
+        help="bf16: matrix products in bfloat16, weights and optimizer state in fp32; auto: bf16 "
+        "on a GPU, fp32 on a CPU (most CPUs have no bfloat16 arithmetic: on a 2-core AMD EPYC, "
+        "bf16 steps took 13 times as long)",
     )
     speed.add_argument(
         "--activation-checkpointing",
@@ -767,6 +769,8 @@ def setup(args):
     launcher, rank, world, local_rank = launcher_env()
     use_cuda = choose_device_type(args.device, args.tiny, rank) == "cuda"
     device = local_device(use_cuda, local_rank)
+    if args.precision == "auto":
+        args.precision = "bf16" if use_cuda else "fp32"
     if use_cuda:
         torch.set_float32_matmul_precision("high")  # TF32 for what stays in fp32
     limit_threads(launcher, rank, world)
@@ -810,9 +814,8 @@ def main(argv=None) -> int:
     per_token = flops_per_token(model, config, args.seq_len, bool(args.lora_rank))
     model = parallelize(args, model, block_classes, device, world)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params, lr=args.lr, weight_decay=args.weight_decay, fused=device.type == "cuda"
-    )
+    # fused: one kernel for all parameters, on a CPU as on a GPU (the same AdamW update)
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay, fused=True)
     if rank == 0:
         log(
             f"{config.model_type} {'new' if args.scratch else args.model.name}: "
