@@ -205,7 +205,7 @@ def tests(session: nox.Session) -> None:
         "-n",
         "auto",  # one worker per core; tests that run job scripts take turns (tests/conftest.py)
         "-v",
-        "--durations=15",
+        "--durations=80",
         *session.posargs,
         extra_env={
             "CLUSTERKIT_COVERAGE_LOG": str(cov),
