@@ -91,6 +91,18 @@ def _one_job_script_at_a_time(request):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _environment_as_it_was():
+    """A program run in this process may set variables of its own (join_group sets RANK and
+    WORLD_SIZE, as a launcher would): gone after the test, so that a later test or page block
+    of this worker does not take itself for a rank of a finished job."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _program_lines_in_module(request):
     """A test file marked program_lines as a whole is measured from its first fixture to its
