@@ -316,3 +316,22 @@ def test_example_programs_have_distinct_names():
     names = [p.name for p in PL.programs()]
     assert names and len(names) == len(set(names))
     assert all(p.is_relative_to(ROOT / "examples") for p in PL.programs())
+
+
+def test_a_program_tested_in_a_session_of_its_own_is_not_judged_when_it_did_not_run(
+    tree, tmp_path, monkeypatch
+):
+    """The Horovod twins run under `nox -s horovod`: a tests session that ran them in no process
+    judges none of their lines; one that ran them judges them as any other program."""
+    found, _ = reasons(
+        tree,
+        """\
+        examples/demo/prog.py:
+          - {function: main, code: "if gpu:", reason: "needs a GPU, which CI has not"}
+        """,
+    )
+    monkeypatch.setattr(LR, "ELSEWHERE", {"examples/demo/prog.py": "nox -s elsewhere"})
+    save(tmp_path, str(tree / "examples" / "other.py"), [1], "a")  # some other process
+    assert LR.check(measure(tree, tmp_path), found, tree) == []
+    save(tmp_path, str(program(tree)), [IMPORT, DEF_MAIN, IF, CPU, TRY, RET0], "b")
+    assert {f.rule for f in LR.check(measure(tree, tmp_path), found, tree)} >= {"coverage-low"}

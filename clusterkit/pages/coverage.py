@@ -464,13 +464,19 @@ def program_lines_section(report: LineReport) -> list[str]:
     ]
     for p in report.measurement.programs:
         floor = LR.FLOORS.get(p.rel, LR.MIN_PERCENT)
+        if p.rel in LR.ELSEWHERE and not p.processes:
+            lines.append(
+                f"| {_cell(p.rel)} | {len(p.statements)} | not run by this session: "
+                f"{_cell(LR.ELSEWHERE[p.rel])} runs its tests | - | {floor:.0f} | 0 |"
+            )
+            continue
         lines.append(
             f"| {_cell(p.rel)} | {len(p.statements)} | {p.covered} | {p.percent:.1f} | "
             f"{floor:.0f} | {p.processes} |"
         )
     for p in report.measurement.programs:
         mine = [r for r in report.runs if r.program is p]
-        if not mine:
+        if not mine or (p.rel in LR.ELSEWHERE and not p.processes):
             continue
         lines += [
             "",

@@ -413,8 +413,8 @@ def evaluate_include(example) -> None:
         from clusterkit.sites import contracts
 
         if re.search(r"^import horovod|^from horovod", text, re.M) and not horovod_here():
-            # PyPI has Horovod as sources only; the tests session builds and installs it, and
-            # tests/horovod runs these programs
+            # PyPI has Horovod as sources only; nox -s horovod builds and installs it, and
+            # runs tests/horovod and this page
             BlockResult(page, line, "include", "compiled", f"{rel}; Horovod not installed").record()
             return
         if "argparse" in text:

@@ -42,14 +42,16 @@ LAUNCH_VARS = (
 
 
 def require_horovod() -> None:
-    """Skip the test file where Horovod is not installed; the tests session sets
-    CLUSTERKIT_REQUIRE_HOROVOD=1, and there a missing Horovod is an error."""
+    """Skip the test file where Horovod is not installed (the tests session of `nox -t ci`
+    does not build it); `nox -s horovod` builds it and sets CLUSTERKIT_REQUIRE_HOROVOD=1, and
+    there a missing Horovod is an error."""
     if importlib.util.find_spec("horovod") is not None:
         return
     if os.environ.get("CLUSTERKIT_REQUIRE_HOROVOD") == "1":
         raise ImportError("CLUSTERKIT_REQUIRE_HOROVOD=1, and Horovod is not installed")
     pytest.skip(
-        "Horovod is not installed (nox -s tests builds it; docs/howto/horovod.md shows how)",
+        "Horovod is not installed: nox -s horovod builds it and runs these tests "
+        "(docs/howto/horovod.md shows the build)",
         allow_module_level=True,
     )
 
