@@ -320,3 +320,12 @@ def test_a_run_past_its_time_is_stopped_and_its_cpu_time_counted(tmp_path):
     )
     assert not finished and "started" in output
     assert time.monotonic() - began < 10
+
+
+def test_the_stacks_of_a_site_out_of_service_are_a_record_not_tested():
+    stacks = S.all_stacks()
+    ended = stack_ci.route_for(stacks["archer2/pytorch-2.9.1-gpu"], None)
+    assert not ended.runs and "ARCHER2 is end of service (since 2026-11-21)" in ended.skip
+    retired = stack_ci.route_for(stacks["summit/open-ce-1.10.0-py39"], None)
+    assert not retired.runs and "Summit is retired" in retired.skip
+    assert stack_ci.route_for(stacks["frontier/pytorch-rocm"], None).runs

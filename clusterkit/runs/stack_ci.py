@@ -28,7 +28,7 @@ from pathlib import Path
 
 from clusterkit.runs import stack_pages
 from clusterkit.sites import stacks as S
-from clusterkit.sites.profiles import ROOT, Stack
+from clusterkit.sites.profiles import ROOT, ProfileError, Stack, load_site
 
 ENVS_DIR = ROOT / ".nox"
 STAMP = ".packages"
@@ -335,8 +335,28 @@ def pinned_version(name: str) -> str:
     raise ValueError(f"{_rel(SHARED_REQUIREMENTS)} does not pin {name}")
 
 
+def ended_site(stack: Stack) -> str | None:
+    """Why a stack of a site out of service is not tested (its pages keep it as a record:
+    nobody can load it any more); None for a site in service."""
+    try:
+        site = load_site(stack.site)
+    except ProfileError:
+        return None  # the profile's own errors are reported by the fast pass
+    if site.is_current:
+        return None
+    when = site.data["lifecycle"].get("retired")
+    return (
+        f"{site.title} is {site.status.replace('-', ' ')}"
+        + (f" (since {when})" if when else "")
+        + ": its stacks are kept on the pages as a record and no longer tested"
+    )
+
+
 def route_for(stack: Stack, programs: list[Path] | None) -> S.CiRoute:
     """The stack's CI route, with what its pages' programs need beside its frameworks."""
+    ended = ended_site(stack)
+    if ended:
+        return S.CiRoute(skip=ended)
     route = S.ci_route(stack)
     extra = {pinned_version(n) for p in programs or () for n in PROGRAM_PACKAGES.get(_rel(p), ())}
     if not route.runs or not extra:
