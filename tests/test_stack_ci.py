@@ -238,6 +238,9 @@ def test_every_training_program_has_tests_registered():
 
     for program in stack_pages.training_programs().values():
         rel = str(program.relative_to(ROOT))
+        if rel in stack_ci.NOT_TESTED:  # said why, in words
+            assert rel not in stack_ci.TESTS and len(stack_ci.NOT_TESTED[rel]) > 40
+            continue
         assert rel in stack_ci.TESTS, rel
         assert (ROOT / stack_ci.TESTS[rel]).is_file()
 
@@ -281,8 +284,10 @@ def test_a_warning_on_a_page_is_printed_and_the_stacks_are_still_tested(monkeypa
     monkeypatch.setattr(stack_pages, "check_all", lambda: [notice])
     tested = []
     monkeypatch.setattr(stack_ci.S, "all_stacks", lambda: tested.append(1) or {})
+    kept = []  # with no stacks, every environment would look unused: none is removed here
+    monkeypatch.setattr(stack_ci, "unused_environments", lambda used: kept.append(used) or [])
     assert stack_ci.main([]) == 0
-    assert tested and "docs/x.md:2: warning: [stack-minimum]" in capsys.readouterr().out
+    assert tested and kept and "docs/x.md:2: warning: [stack-minimum]" in capsys.readouterr().out
 
 
 def test_a_run_under_way_for_another_stack_is_waited_for_not_repeated():
