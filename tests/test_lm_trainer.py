@@ -11,6 +11,7 @@ marked ``stack`` also run under each software stack whose pages run the program
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -340,6 +341,13 @@ def broken_model(tmp_path: Path, tiny_lm, what: str) -> str:
     elif what == "tokenizer":
         for f in copy.glob("tokenizer*"):
             f.unlink()
+    elif what == "damaged-tokenizer":  # JSON, but not a tokenizer's
+        (copy / "tokenizer.json").write_text('{"version": "1.0", "model": 3}')
+    elif what == "no-eos":
+        config = json.loads((copy / "tokenizer_config.json").read_text())
+        for key in ("eos_token", "bos_token"):
+            config.pop(key, None)
+        (copy / "tokenizer_config.json").write_text(json.dumps(config))
     else:
         for f in copy.glob("*.safetensors"):
             f.unlink()
@@ -371,6 +379,12 @@ MORE_ERRORS = {
     "bad-config": (["MODEL=config"], 2, "error: --model {tmp}/model-config: "),
     "no-tokenizer": (["MODEL=tokenizer"], 2, "error: --model {tmp}/model-tokenizer: no usable"),
     "no-weights": (["MODEL=weights"], 2, "error: --model {tmp}/model-weights: cannot load"),
+    "damaged-tokenizer": (
+        ["MODEL=damaged-tokenizer"],
+        2,
+        "error: --model {tmp}/model-damaged-tokenizer: no usable tokenizer (KeyError",
+    ),
+    "no-eos": (["MODEL=no-eos"], 2, "error: --model {tmp}/model-no-eos: its tokenizer has no end"),
     "bad-lora-targets": (["--lora-rank", "4", "--lora-targets", "x"], 2, "error: --lora-targets"),
     "not-parquet": (["DATA=junk.parquet"], 2, "error: --data {tmp}/junk.parquet: not a Parquet"),
     "parquet-column": (["DATA=parquet:body"], 2, "error: --data {tmp}/data.parquet: no column"),
@@ -470,3 +484,10 @@ def test_memory_report_says_why_a_lora_run_is_not_measured(trainer, tiny_lm, tmp
     assert trainer.run(argv) == 0
     err = capsys.readouterr().err
     assert "--memory-report on a CPU cannot measure a LoRA run" in err
+
+
+def test_help_gives_each_option_and_its_default(trainer):
+    text = trainer.build_parser().format_help()
+    assert "--seq-len" in text and "--lora-rank" in text and "--checkpoint-dir" in text
+    assert "(default: 2e-05)" in text  # --lr
+    assert "(default: False)" not in text  # a flag's default goes unsaid

@@ -334,8 +334,9 @@ def load_tokenizer(args):
         )
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--model {args.model}: no usable tokenizer ({exc})") from None
+    except Exception as exc:  # a damaged file: KeyError, ValueError, OSError, tokenizers' own
+        why = f"{type(exc).__name__}: {exc}".strip()
+        raise UsageError(f"--model {args.model}: no usable tokenizer ({why})") from None
     if tokenizer.eos_token_id is None:
         raise UsageError(f"--model {args.model}: its tokenizer has no end-of-text token")
     return tokenizer
