@@ -46,7 +46,7 @@ _COMMON = {
     "deadline": None,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
 }
-settings.register_profile("emulate-ci", max_examples=1000, derandomize=True, **_COMMON)
+settings.register_profile("emulate-ci", max_examples=400, derandomize=True, **_COMMON)
 settings.register_profile("emulate-long", max_examples=10000, derandomize=False, **_COMMON)
 FUZZ = settings.get_profile(
     "emulate-long" if os.environ.get("CLUSTERKIT_FUZZ") == "long" else "emulate-ci"

@@ -169,9 +169,28 @@ def runnable_scripts() -> list[tuple[str, str, Path]]:
     return out
 
 
+def out_of_service(site: str) -> str | None:
+    """Why the scripts of a site that has closed are not run here: they stay on its pages as a
+    record for similar systems, judged by the emulator (the fast pass's jobs check) and by the
+    real Slurm session; the trainers they start run in other sites' scripts."""
+    try:
+        lifecycle = (raw_profile(site) or {}).get("lifecycle") or {}
+    except (ProfileError, AttributeError):
+        return None
+    if lifecycle.get("status", "current") == "current":
+        return None
+    when = f" since {lifecycle['retired']}" if lifecycle.get("retired") else ""
+    return (
+        f"{site} is out of service ({lifecycle['status']}{when}): its job scripts are a record, "
+        "judged by the emulator and the real Slurm session but no longer run scaled down"
+    )
+
+
 def why_not_run(rel: str) -> str | None:
     if rel in NOT_RUN:
         return NOT_RUN[rel]
+    if out_of_service(rel.split("/")[0]):
+        return out_of_service(rel.split("/")[0])
     if rel in ONE_WORKER_PER_NODE and not node_network.available():
         return NO_NODE_NETWORK
     return None
