@@ -171,7 +171,7 @@ def test_ddp_sigusr1_to_one_rank_stops_both_at_one_step_with_a_checkpoint(ddp_st
 
 
 @needs_torch
-@pytest.mark.stack
+# not under every stack: the stop above already runs the skeleton's DDP and checkpoint there
 def test_ddp_resumes_under_torchrun_at_the_step_it_stopped(ddp_stopped):
     cwd, _, outs = ddp_stopped
     (stopped,) = records(outs[0][0], "preempted")

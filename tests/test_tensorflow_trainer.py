@@ -290,7 +290,8 @@ def two_workers(tmp_path: Path, envs: list[dict], *args: str) -> list[subprocess
     return [start(tmp_path, "--log-every", "1", *args, env=clean_env(**e)) for e in envs]
 
 
-@pytest.mark.stack
+# not under every stack: the Keras skeleton's two-worker run covers MultiWorkerMirroredStrategy
+# there (tests/test_skeletons.py)
 def test_two_workers_from_tf_config(tmp_path, tfrecords):
     """Two workers described by TF_CONFIG train one model on TFRecords, each on its own share
     of the records (the other two-worker test trains on synthetic images). Under a stack's
