@@ -4,13 +4,16 @@ their parsers take, so check-job needs neither PyTorch nor TensorFlow to judge t
 from __future__ import annotations
 
 import importlib.util
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from clusterkit.emulate.checkjob import check_job_file
 from clusterkit.grammars import argparse_ast
 from clusterkit.grammars.trainer_help import trainer_files
+from clusterkit.pages.pagetest import horovod_installed
 from clusterkit.sites import contracts
 from clusterkit.sites.profiles import ROOT, load_site
 
@@ -24,7 +27,18 @@ def _by_flags(options: list[dict]) -> dict[tuple, dict]:
     return {tuple(o["flags"]) or (o["dest"],): o for o in options}
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: str(p.relative_to(ROOT)))
+def _needs_horovod(path: Path):
+    """The Horovod twins' running parsers need Horovod, which nox -s horovod builds."""
+    text = path.read_text("utf-8")
+    if re.search(r"^import horovod|^from horovod", text, re.M) and not horovod_installed():
+        return [pytest.mark.skip(reason="Horovod is not installed (nox -s horovod builds it)")]
+    return []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=_needs_horovod(p), id=str(p.relative_to(ROOT))) for p in PROGRAMS],
+)
 def test_the_source_gives_the_options_the_running_parser_takes(path):
     framework = next((f for f in ("torch", "tensorflow") if f"import {f}" in path.read_text()), "")
     if framework and importlib.util.find_spec(framework) is None:
