@@ -99,6 +99,11 @@ class Environment:
             and stamp.read_text().splitlines() == list(self.packages)
         )
 
+    @property
+    def target(self) -> list[str]:
+        """uv's arguments after the options: the interpreter, then the packages."""
+        return ["--python", str(self.python), *self.packages]
+
     def build(self) -> str:
         """Make the environment; '' on success, else the end of the installer's complaint.
         uv when it is installed (it fetches in parallel and links files from its cache, so
@@ -108,7 +113,9 @@ class Environment:
         if uv:
             steps = [
                 [uv, "venv", "--quiet", "--python", sys.executable, str(self.path)],
-                [uv, "pip", "install", "--quiet", "--python", str(self.python), *self.packages],
+                # compiled at install, as pip does: PYTHONDONTWRITEBYTECODE would leave every
+                # test process to compile the framework's Python again
+                [uv, "pip", "install", "--quiet", "--compile-bytecode", *self.target],
             ]
         else:
             steps = [
