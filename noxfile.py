@@ -84,9 +84,9 @@ def ml_env(session: nox.Session) -> dict[str, str]:
                 str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip", external=True
             )
         # uv, pinned in the list itself: it fetches and unpacks the frameworks' wheels (PyTorch's
-        # CUDA libraries included, 7.4 GB) in parallel, in about a minute where pip takes several.
-        # --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine and
-        # CI's), every process would otherwise compile torch's and TensorFlow's Python anew
+        # CUDA libraries included, 7.4 GB) in parallel, in about a minute on this machine.
+        # --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (as on this
+        # machine), every process would otherwise compile torch's and TensorFlow's Python anew
         uv = [str(ML_ENV / "bin" / "uv"), "pip", "install", "--quiet", "--compile-bytecode"]
         uv += ["--python", str(python)]
         pip = [str(python), "-m", "pip", "install", "--quiet"]
