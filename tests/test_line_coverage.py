@@ -318,11 +318,12 @@ def test_example_programs_have_distinct_names():
     assert all(p.is_relative_to(ROOT / "examples") for p in PL.programs())
 
 
-def test_a_program_tested_in_a_session_of_its_own_is_not_judged_when_it_did_not_run(
+def test_a_program_tested_in_a_session_of_its_own_is_judged_only_where_it_can_run(
     tree, tmp_path, monkeypatch
 ):
-    """The Horovod twins run under `nox -s horovod`: a tests session that ran them in no process
-    judges none of their lines; one that ran them judges them as any other program."""
+    """The Horovod twins run under `nox -s horovod`: where the distribution they need is not
+    installed, none of their lines is judged (tests that load them with stand-ins run a few);
+    where it is, they are judged as any other program."""
     found, _ = reasons(
         tree,
         """\
@@ -330,8 +331,12 @@ def test_a_program_tested_in_a_session_of_its_own_is_not_judged_when_it_did_not_
           - {function: main, code: "if gpu:", reason: "needs a GPU, which CI has not"}
         """,
     )
-    monkeypatch.setattr(LR, "ELSEWHERE", {"examples/demo/prog.py": "nox -s elsewhere"})
-    save(tmp_path, str(tree / "examples" / "other.py"), [1], "a")  # some other process
-    assert LR.check(measure(tree, tmp_path), found, tree) == []
     save(tmp_path, str(program(tree)), [IMPORT, DEF_MAIN, IF, CPU, TRY, RET0], "b")
+    absent = {"examples/demo/prog.py": ("no-such-distribution-here", "nox -s elsewhere")}
+    monkeypatch.setattr(LR, "ELSEWHERE", absent)
+    assert LR.tested_elsewhere("examples/demo/prog.py") == "nox -s elsewhere"
+    assert LR.check(measure(tree, tmp_path), found, tree) == []
+    present = {"examples/demo/prog.py": ("pytest", "nox -s elsewhere")}  # installed here
+    monkeypatch.setattr(LR, "ELSEWHERE", present)
+    assert LR.tested_elsewhere("examples/demo/prog.py") is None
     assert {f.rule for f in LR.check(measure(tree, tmp_path), found, tree)} >= {"coverage-low"}

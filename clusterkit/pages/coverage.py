@@ -464,10 +464,11 @@ def program_lines_section(report: LineReport) -> list[str]:
     ]
     for p in report.measurement.programs:
         floor = LR.FLOORS.get(p.rel, LR.MIN_PERCENT)
-        if p.rel in LR.ELSEWHERE and not p.processes:
+        elsewhere = LR.tested_elsewhere(p.rel)
+        if elsewhere:
             lines.append(
-                f"| {_cell(p.rel)} | {len(p.statements)} | not run by this session: "
-                f"{_cell(LR.ELSEWHERE[p.rel])} runs its tests | - | {floor:.0f} | 0 |"
+                f"| {_cell(p.rel)} | {len(p.statements)} | not judged here: "
+                f"{_cell(elsewhere)} runs its tests | - | {floor:.0f} | {p.processes} |"
             )
             continue
         lines.append(
@@ -476,7 +477,7 @@ def program_lines_section(report: LineReport) -> list[str]:
         )
     for p in report.measurement.programs:
         mine = [r for r in report.runs if r.program is p]
-        if not mine or (p.rel in LR.ELSEWHERE and not p.processes):
+        if not mine or LR.tested_elsewhere(p.rel):
             continue
         lines += [
             "",
