@@ -90,6 +90,7 @@ def main():
         print(f"[preempted] step={step}")
     if rank == 0:
         print(f"[summary] ranks={world} steps={step} img_s={rate * world:.1f} time_s={seconds:.2f}")
+    dist.barrier()  # rank 0 may still be saving: a rank that left first broke gloo's exit
     dist.destroy_process_group()
 
 
