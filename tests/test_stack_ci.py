@@ -124,6 +124,35 @@ def test_stacks_sharing_an_environment_share_one_run_and_its_failures(tmp_path, 
     )
 
 
+def test_a_stack_runs_only_the_programs_no_stack_of_its_environment_ran(tmp_path, monkeypatch):
+    """Stacks of one environment whose pages name different programs (Perlmutter's PyTorch
+    pages run no skeleton; Frontier's do): each program's tests run once in the environment,
+    whatever the order of the pages' programs, and a stack takes the runs made for another."""
+    first, second = stack_lacking("a", []), Stack("other", "a", stack_lacking("a", []).raw)
+    envs = fake_environment(tmp_path, first, [])
+    twin = ROOT / "examples" / "pytorch" / "train_resnet_hvd.py"
+    skeleton = ROOT / "examples" / "skeletons" / "ddp_skeleton.py"
+    calls = []
+
+    def passing_run(stack_key, python, programs, **kw):
+        calls.append((stack_key, [p.name for p in programs]))
+        return stack_ci.TestRun(ran=[stack_ci._rel(p) for p in programs], passed=2, seconds=1.0)
+
+    monkeypatch.setattr(stack_ci, "run_tests", passing_run)
+    earlier = stack_ci.SharedRuns()
+    one = stack_ci.check_stack(first, [TRAINER, twin], envs_dir=envs, earlier=earlier)
+    two = stack_ci.check_stack(second, [twin, skeleton, TRAINER], envs_dir=envs, earlier=earlier)
+    assert calls == [
+        ("test/a", ["train_resnet.py"]),
+        ("test/a", ["train_resnet_hvd.py"]),
+        ("other/a", ["ddp_skeleton.py"]),
+    ]
+    assert one.status == two.status == "pass"
+    text = "\n".join(two.lines)
+    assert "same run:     as test/a for examples/pytorch/train_resnet_hvd.py, " in text, text
+    assert "PASS: 6 passed, 0 failed in 1 s" in text, text
+
+
 # --------------------------------------------------------------------------- pieces
 @pytest.mark.parametrize(
     ("text", "reason"),

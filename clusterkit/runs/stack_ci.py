@@ -464,13 +464,7 @@ def check_stack(
         note = f"differs: the stack has Python {stack.python}"
     report.say("interpreter", f"{_rel(env.python)}, Python {python} ({note})")
     report.say("installed", ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
-    key = (env.path, tuple(programs), select)
-    earlier = earlier if earlier is not None else SharedRuns()
-    first, run = earlier.run_once(
-        key, stack.key, lambda: run_tests(stack.key, env.python, programs, select=select)
-    )
-    if first != stack.key:
-        report.say("same run", f"as {first}: the same environment and programs, so its tests stand")
+    run = shared_runs(earlier, stack.key, env, programs, select, report)
     for rel in run.ran:
         report.say("ran", f"{rel} (the tests of {TESTS[rel]} marked stack)")
     for rel, why in run.not_run.items():
@@ -482,14 +476,55 @@ def check_stack(
         report.status = "skip"
     report.say(
         "result",
-        f"{report.status.upper()}: {run.passed} passed, "
-        f"{len(run.failures)} failed in {run.seconds:.0f} s (CPU time {run.cpu_seconds:.0f} s)",
+        f"{report.status.upper()}: {run.passed} passed, {len(run.failures)} failed "
+        + (
+            f"in {run.seconds:.0f} s (CPU time {run.cpu_seconds:.0f} s)"
+            if run.seconds
+            else "(in the runs named above)"
+        ),
     )
     return report
 
 
+def shared_runs(
+    earlier: SharedRuns | None,
+    stack_key: str,
+    env: Environment,
+    programs: list[Path],
+    select: str | None,
+    report: StackReport,
+) -> TestRun:
+    """The tests of each program under ``env``, run once per session: a stack whose
+    environment and program another stack has run already takes that run's result (Frontier's,
+    Isambard-AI's and Perlmutter's PyTorch 2.10 stacks install the same packages)."""
+    earlier = earlier if earlier is not None else SharedRuns()
+    run, reused = TestRun(), {}
+    for program in programs:
+        first, part = earlier.run_once(
+            (env.path, _rel(program), select),
+            stack_key,
+            lambda p=program: run_tests(stack_key, env.python, [p], select=select),
+        )
+        if first != stack_key:
+            reused.setdefault(first, []).append(_rel(program))
+        else:
+            run.seconds += part.seconds
+            run.cpu_seconds += part.cpu_seconds
+        run.ran += part.ran
+        run.not_run.update(part.not_run)
+        run.passed += part.passed
+        run.failures += part.failures
+    for first, rels in reused.items():
+        report.say(
+            "same run",
+            f"as {first} for {', '.join(rels)}: the same environment and program, so its "
+            "tests stand",
+        )
+    return run
+
+
 class SharedRuns:
-    """The test runs of this session by (environment, programs, select). The first stack to
+    """The test runs of this session by (environment, program, select). The first stack to
     need a run makes it; a stack that needs the same run, even while it is under way in another
     thread, takes its result: ``run_once`` returns (the stack that ran it, the run)."""
 
