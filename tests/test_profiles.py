@@ -258,6 +258,13 @@ def test_a_retired_site_has_no_current_stack(tmp_path):
     assert _rules(path) == ["stack-status"]
 
 
+def test_a_site_out_of_service_says_since_when():
+    """One sentence for every place that leaves a closed site's scripts and stacks untested."""
+    assert load_site("archer2").out_of_service == "ARCHER2 is end of service (since 2026-11-21)"
+    assert load_site("summit").out_of_service == "Summit is retired (since 2024-11-15)"
+    assert load_site("frontier").out_of_service is None
+
+
 def test_a_version_pypi_lacks_needs_a_ci_route(tmp_path):
     path = _with_stack(tmp_path, "bede", "ngc-pytorch-24.09", lambda s: s.pop("ci"))
     with pytest.raises(ProfileError) as exc:

@@ -359,12 +359,7 @@ def ended_site(stack: Stack) -> str | None:
         return None  # the profile's own errors are reported by the fast pass
     if site.is_current:
         return None
-    when = site.data["lifecycle"].get("retired")
-    return (
-        f"{site.title} is {site.status.replace('-', ' ')}"
-        + (f" (since {when})" if when else "")
-        + ": its stacks are kept on the pages as a record and no longer tested"
-    )
+    return f"{site.out_of_service}: its stacks are kept on the pages as a record, no longer tested"
 
 
 def route_for(stack: Stack, programs: list[Path] | None) -> S.CiRoute:

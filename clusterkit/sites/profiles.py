@@ -445,6 +445,17 @@ class Site:
         return self.status == "current"
 
     @property
+    def out_of_service(self) -> str | None:
+        """ "Summit is retired (since 2024-11-15)" for a site no longer in service (its pages
+        keep its scripts and stacks as a record); None for a site in service."""
+        if self.is_current:
+            return None
+        when = self.data["lifecycle"].get("retired")
+        return f"{self.title} is {self.status.replace('-', ' ')}" + (
+            f" (since {when})" if when else ""
+        )
+
+    @property
     def compute_internet(self) -> str:
         """Whether jobs on compute nodes reach the internet: none, proxy, direct or unknown
         (unknown also where the profile does not say)."""
