@@ -10,29 +10,53 @@ writes the executables, each a call of :func:`main` with its own name.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
 
-from clusterkit.runs import run_launchers, run_lsf, run_slurm, run_storage, run_tools
 from clusterkit.sites.errors import CheckError
 
-HANDLERS = {
-    **run_slurm.HANDLERS,
-    **run_lsf.HANDLERS,
-    **run_launchers.HANDLERS,
-    **run_tools.HANDLERS,
-    **run_storage.HANDLERS,
+# The module of clusterkit.runs that handles each tool (its HANDLERS). A shim imports only its
+# own: every emulated command is a process of its own, and importing every handler (bashlex's
+# parser tables among them) cost each one about half a second.
+MODULES = {
+    **dict.fromkeys(("salloc", "sbatch", "scontrol", "srun"), "run_slurm"),
+    **dict.fromkeys(("bsub", "jsrun"), "run_lsf"),
+    **dict.fromkeys(
+        (
+            "accelerate",
+            "apptainer",
+            "bede-ddlrun",
+            "bede-mpirun",
+            "ddlrun",
+            "shifter",
+            "singularity",
+            "torchrun",
+        ),
+        "run_launchers",
+    ),
+    **dict.fromkeys(("conda", "ml", "module", "nvidia-smi"), "run_tools"),
+    "sbcast": "run_storage",
 }
+
+
+def handler(tool: str):
+    """The function that emulates ``tool``, or None where there is none."""
+    if tool not in MODULES:
+        return None
+    module = importlib.import_module(f"clusterkit.runs.{MODULES[tool]}")
+    return module.HANDLERS.get(tool)
 
 
 def main(tool: str | None = None) -> None:
     tool = tool or Path(sys.argv[0]).name
-    if tool not in HANDLERS:
+    run = handler(tool)
+    if run is None:
         print(f"clusterkit: no emulator for {tool!r}", file=sys.stderr)
         sys.exit(2)
     try:
-        sys.exit(HANDLERS[tool](sys.argv[1:]))
+        sys.exit(run(sys.argv[1:]))
     except CheckError as exc:
         print(str(exc), file=sys.stderr)
         sys.exit(1)
