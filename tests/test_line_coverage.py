@@ -147,6 +147,40 @@ def test_only_processes_that_run_a_program_are_measured(argv, expected):
     assert lines_hook.wanted(argv, names) is expected
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            '"""doc"""\nfrom __future__ import annotations\nimport os\nimport torch\n'
+            "from torch.utils.data import DataLoader\nimport torchvision\nX = 1\nimport numpy\n",
+            ["torch", "torch.utils.data", "torchvision"],  # up to the first statement
+        ),
+        (
+            "import os\nos.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')\nimport tensorflow\n",
+            [],  # a program that sets the environment first imports its framework itself
+        ),
+        ("import torch\nimport job_runtime\nimport torchvision\n", ["torch"]),  # its own module
+        ("import torch\nfrom . import x\n", ["torch"]),
+        ("def broken(:\n", []),
+    ],
+)
+def test_only_a_program_s_leading_framework_imports_come_before_the_measurement(
+    tmp_path, source, expected
+):
+    program = tmp_path / "program.py"
+    program.write_text(source)
+    assert lines_hook.leading_imports(str(program)) == expected
+
+
+def test_the_measurement_starts_before_the_trainers_own_code():
+    """The PyTorch trainer's frameworks are loaded before the measurement, its module of its own
+    (job_runtime, measured) is not; the TensorFlow trainer sets the environment first."""
+    examples = ROOT / "examples"
+    resnet = lines_hook.leading_imports(str(examples / "pytorch" / "train_resnet.py"))
+    assert "torch" in resnet and "torchvision" in resnet and "job_runtime" not in resnet
+    assert lines_hook.leading_imports(str(examples / "tensorflow" / "train_resnet_keras.py")) == []
+
+
 def test_a_test_process_measures_what_it_runs_in_a_measured_block(tree, tmp_path):
     """A pytest worker is not measured as a whole; a test that runs a program in-process
     measures that stretch, and its lines are saved although the process also calls measure()
