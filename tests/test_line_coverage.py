@@ -153,12 +153,14 @@ def test_only_processes_that_run_a_program_are_measured(argv, expected):
         (
             '"""doc"""\nfrom __future__ import annotations\nimport os\nimport torch\n'
             "from torch.utils.data import DataLoader\nimport torchvision\nX = 1\nimport numpy\n",
-            ["torch", "torch.utils.data", "torchvision"],  # up to the first statement
+            ["torch", "torch.utils.data", "torchvision"],  # up to the first other statement
         ),
         (
             "import os\nos.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')\nimport tensorflow\n",
-            [],  # a program that sets the environment first imports its framework itself
+            [("setdefault", "TF_CPP_MIN_LOG_LEVEL", "1"), "tensorflow"],
         ),
+        ("import os\nos.environ['A'] = '1'\nimport tensorflow\n", []),  # not a default
+        ("import os\nos.environ.setdefault('A', os.getcwd())\nimport torch\n", []),
         ("import torch\nimport job_runtime\nimport torchvision\n", ["torch"]),  # its own module
         ("import torch\nfrom . import x\n", ["torch"]),
         ("def broken(:\n", []),
@@ -169,16 +171,21 @@ def test_only_a_program_s_leading_framework_imports_come_before_the_measurement(
 ):
     program = tmp_path / "program.py"
     program.write_text(source)
-    assert lines_hook.leading_imports(str(program)) == expected
+    steps = [("import", x) if isinstance(x, str) else x for x in expected]
+    assert lines_hook.leading_imports(str(program)) == steps
 
 
 def test_the_measurement_starts_before_the_trainers_own_code():
-    """The PyTorch trainer's frameworks are loaded before the measurement, its module of its own
-    (job_runtime, measured) is not; the TensorFlow trainer sets the environment first."""
+    """The trainers' frameworks are loaded before the measurement, with the defaults they set
+    first; a module of their own (job_runtime, measured) is not."""
     examples = ROOT / "examples"
     resnet = lines_hook.leading_imports(str(examples / "pytorch" / "train_resnet.py"))
-    assert "torch" in resnet and "torchvision" in resnet and "job_runtime" not in resnet
-    assert lines_hook.leading_imports(str(examples / "tensorflow" / "train_resnet_keras.py")) == []
+    assert ("import", "torchvision") in resnet and ("import", "job_runtime") not in resnet
+    keras = lines_hook.leading_imports(str(examples / "tensorflow" / "train_resnet_keras.py"))
+    assert keras[0] == ("setdefault", "TF_CPP_MIN_LOG_LEVEL", "1")
+    assert ("import", "tensorflow") in keras
+    lm = lines_hook.leading_imports(str(examples / "pytorch" / "train_lm.py"))
+    assert lm[0] == ("setdefault", "HF_HUB_OFFLINE", "1") and ("import", "torch") in lm
 
 
 def test_a_test_process_measures_what_it_runs_in_a_measured_block(tree, tmp_path):

@@ -75,11 +75,26 @@ FRAMEWORKS = frozenset(
 )
 
 
-def leading_imports(program: str) -> list[str]:
-    """The frameworks a program imports before its first statement that is not an import, in
-    its order, up to the first import of anything else (a module of its own, say, whose lines
-    are measured). Importing these before the measurement starts changes nothing the program
-    sees: its own import statements run next, measured, and find them loaded."""
+def _setdefault(node) -> tuple[str, str] | None:
+    """(key, value) of a statement ``os.environ.setdefault("KEY", "value")``, else None."""
+    import ast
+
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "os.environ.setdefault"):
+        return None
+    args = [a.value for a in call.args if isinstance(a, ast.Constant)]
+    if len(args) != 2 or call.keywords or not all(isinstance(a, str) for a in args):
+        return None
+    return args[0], args[1]
+
+
+def leading_imports(program: str) -> list[tuple[str, ...]]:
+    """What a program does before its first other statement, as far as it imports frameworks
+    (``("import", name)``) and sets defaults in its environment (``("setdefault", key,
+    value)``), in its order, up to the first import of anything else (a module of its own,
+    say, whose lines are measured). Doing these before the measurement starts changes nothing
+    the program sees: its own statements run next, measured, find the frameworks loaded and
+    set no default twice."""
     import ast
 
     try:
@@ -87,10 +102,13 @@ def leading_imports(program: str) -> list[str]:
             body = ast.parse(f.read()).body
     except (OSError, SyntaxError, ValueError):
         return []
-    out = []
+    out: list[tuple[str, ...]] = []
     for node in body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # the docstring
+        if _setdefault(node):
+            out.append(("setdefault", *_setdefault(node)))
+            continue
         if isinstance(node, ast.ImportFrom) and node.level == 0:
             names = [node.module or ""]
         elif isinstance(node, ast.Import):
@@ -100,10 +118,22 @@ def leading_imports(program: str) -> list[str]:
         for name in names:
             root = name.partition(".")[0]
             if root in FRAMEWORKS:
-                out.append(name)
+                out.append(("import", name))
             elif root != "__future__" and root not in sys.stdlib_module_names:
                 return out
     return out
+
+
+def _prepare(program: str) -> None:
+    """Do what :func:`leading_imports` finds; an import that fails is left to the program."""
+    for step in leading_imports(program):
+        if step[0] == "setdefault":
+            os.environ.setdefault(step[1], step[2])
+            continue
+        try:
+            __import__(step[1])
+        except Exception:  # the program's own import says what is wrong
+            return
 
 
 def start() -> None:
@@ -113,11 +143,7 @@ def start() -> None:
     if not config or not wanted(sys.argv, program_names(config)):
         return
     if os.path.basename(sys.argv[0]) in program_names(config):
-        try:
-            for name in leading_imports(sys.argv[0]):
-                __import__(name)
-        except Exception:  # the program's own import says what is wrong
-            pass
+        _prepare(sys.argv[0])
     os.environ["COVERAGE_PROCESS_START"] = config
     try:
         import coverage
