@@ -169,9 +169,10 @@ def check(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", tags=["ci"])
 def tests(session: nox.Session) -> None:
-    """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. Every process
-    that runs a program in examples/ measures its lines (coverage.py, started by the hook in
-    clusterkit/runs/lines_hook.py when CLUSTERKIT_LINES is set); a full run writes the coverage page
+    """Pages (Sybil), unit tests, emulated job scripts and tiny training runs. The processes
+    that run a program in examples/ measure its lines (coverage.py, started by the hook in
+    clusterkit/runs/lines_hook.py when CLUSTERKIT_LINES is set; job-script runs only where
+    tests/test_examples_run.py's MEASURED lists them); a full run writes the coverage page
     under _build/coverage/ (the docs build shows it) and fails on a line that ran nowhere without
     a reason in tests/coverage-reasons.yaml. Every run fails if it changed a file of the checkout
     (clusterkit.runs.clean_tree)."""
