@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import logging
 import math
 import os
 import subprocess
@@ -186,7 +187,24 @@ def program(files, monkeypatch):
     for name in [k for k in os.environ if k.startswith(LAUNCH_VARS)]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # The libraries' log handlers write to the sys.stderr of the test that first logged in
+    # this worker, a capture file closed since ("--- Logging error ---" and a traceback when
+    # datasets logs a bad JSON line): here they write to the stderr of the test running now.
+    for name in ("datasets", "transformers"):
+        for handler in logging.getLogger(name).handlers:
+            if type(handler) is logging.StreamHandler:  # not pytest's own handlers
+                monkeypatch.setattr(handler, "stream", _CurrentStderr())
     return module
+
+
+class _CurrentStderr:
+    """sys.stderr as it is when written to."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def bad_inputs(top: Path, files: dict[str, Path]) -> dict[str, tuple[Path, Path, str]]:
