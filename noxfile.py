@@ -206,10 +206,6 @@ def tests(session: nox.Session) -> None:
         f"--basetemp={Path(tempfile.gettempdir()) / 'clusterkit-tests'}",
         "-n",
         "auto",  # one worker per core; tests that run job scripts take turns (tests/conftest.py)
-        # a worker that runs out of tests takes some of the other's: with the default
-        # (load), one worker ended 150 s before the other in a run of 2026-11-29
-        "--dist",
-        "worksteal",
         "-v",
         "--durations=80",
         *session.posargs,
