@@ -112,6 +112,14 @@ MEASURED = {
 TINY_ARCH = {"train_resnet.py": "resnet18", "train_resnet_keras.py": "MobileNet"}
 DEFAULT_MODEL = {"bede/first-job.sbatch", "bede/tensorflow-1node.sbatch"}
 
+# torch.compile (a script's --compile) captures graphs with TorchDynamo and AOTAutograd as on a
+# GPU, and runs them without Inductor, whose CPU code (C++ compiled by g++) is not what a GPU
+# node runs: a tiny ResNet-18 run of bede/pytorch-gh200.sbatch's options took 82 s with an
+# empty Inductor cache, 11 s with this backend (this 2-core machine, 2026-11-29, one run each).
+# PyTorch's own debugging setting (torch._dynamo.config.debug_backend_override; 2.10 has none
+# and would ignore it); test_the_compile_backend_setting_is_read_by_this_pytorch checks it is read.
+COMPILE_BACKEND = {"TORCH_COMPILE_OVERRIDE_BACKENDS": ">=0:aot_eager"}
+
 # Scripts of one TensorFlow worker per node: two workers listen on one port unless each node
 # has a network of its own here.
 ONE_WORKER_PER_NODE = {
@@ -320,6 +328,18 @@ def test_each_trainer_runs_its_default_model_in_some_script():
     assert DEFAULT_MODEL.isdisjoint(NOT_RUN)
 
 
+def test_the_compile_backend_setting_is_read_by_this_pytorch():
+    """COMPILE_BACKEND is a setting of PyTorch's, read when torch._dynamo.config is imported:
+    a PyTorch that stopped reading it would compile the --compile scripts' runs with Inductor."""
+    ((name, value),) = COMPILE_BACKEND.items()
+    code = "import torch._dynamo.config as c; print(c.debug_backend_override)"
+    env = {**os.environ, name: value}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == value, r.stderr[-2000:]
+    compiling = [rel for _, rel, _ in runnable_scripts() if "--compile" in (EX / rel).read_text()]
+    assert compiling and set(compiling).isdisjoint(NOT_RUN), "no script that is run uses --compile"
+
+
 def evaluates(script: str) -> bool:
     """Whether a data recipe reports accuracy on val/ after every epoch."""
     text = (EX / script).read_text(encoding="utf-8")
@@ -358,6 +378,7 @@ def test_job_script_runs(emulated_env, tmp_path, site, script, trainer, request)
     # Two steps are all these assertions need (one [train] line per rank, one checkpoint); the
     # trainers' own tests cover longer runs, resume and preemption.
     env = dict(emulated_env, CLUSTERKIT_SITE=site, TRAIN_TINY_STEPS="2", STEPS=SKELETON_STEPS)
+    env.update(COMPILE_BACKEND)
     if script not in MEASURED:
         env.pop(lines_hook.ENV, None)
     if trainer.name == "finetune_hf.py":

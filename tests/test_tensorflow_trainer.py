@@ -804,6 +804,15 @@ def test_tiny_arch_replaces_only_the_default_model(trainer, bare_env, capsys):
     assert code == 2 and "TRAIN_TINY_ARCH=ResNet5000: not a keras.applications model" in line
 
 
+def test_a_tiny_run_evaluates_at_most_two_batches(trainer, bare_env):
+    """The data recipes' --eval-steps 24 to 48 made each tiny job evaluate as many batches."""
+    bare_env.delenv("TRAIN_TINY", raising=False)
+    assert trainer.parse_args(["--tiny", "--eval-steps", "48"]).eval_steps == 2
+    assert trainer.parse_args(["--tiny", "--eval-steps", "1"]).eval_steps == 1
+    assert trainer.parse_args(["--tiny"]).eval_steps == 0
+    assert trainer.parse_args(["--eval-steps", "48"]).eval_steps == 48  # not a tiny run
+
+
 # --------------------------------------------------------------------------- TFRecords
 # examples/data/make_tfrecords.py turns an image folder into TFRecord files; the trainer reads
 # them with --data-dir. The module-scoped fixtures convert the session's JPEG folder (16

@@ -60,7 +60,10 @@ class UsageError(Abort):
 
 
 def log(*parts) -> None:
-    print(*parts, flush=True)
+    """One line to stdout in one write: under PYTHONUNBUFFERED print() writes the newline
+    apart, and the lines of ranks that share a pipe then run into one another."""
+    sys.stdout.write(" ".join(map(str, parts)) + "\n")
+    sys.stdout.flush()
 
 
 def warn(message: str) -> None:

@@ -24,6 +24,7 @@ and with Keras 2 (TensorFlow 2.13 to 2.15), which many site installations still 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -67,6 +68,7 @@ TINY = {
     "num_classes": 10,
 }
 TINY_SOFT = {"log_every", "checkpoint_every"}  # kept when given explicitly
+TINY_EVAL_STEPS = 2  # --eval-steps above this is cut to it (0, no evaluation, stays 0)
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".gif"}
 # TFRecord files: *.tfrecord, or named as TensorFlow's ImageNet converter names them
 # (train-00000-of-01024); index.json beside them holds their record counts and the class names.
@@ -232,9 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="CI setting: "
         + ", ".join(f"{k}={v}" for k, v in TINY.items())
-        + "; the environment variable TRAIN_TINY=1 does the same (TRAIN_TINY_STEPS=N sets "
-        "the number of steps, TRAIN_TINY_ARCH=NAME the model where --arch is not given: a "
-        "quicker check of a job's launch, data and checkpoints)",
+        + f", eval-steps at most {TINY_EVAL_STEPS}; the environment variable TRAIN_TINY=1 "
+        "does the same (TRAIN_TINY_STEPS=N sets the number of steps, TRAIN_TINY_ARCH=NAME the "
+        "model where --arch is not given: a quicker check of a job's launch, data and "
+        "checkpoints)",
     )
     return p
 
@@ -258,6 +261,7 @@ def parse_args(argv=None) -> argparse.Namespace:
             # logging and checkpoint intervals given on the command line are kept
             if key not in TINY_SOFT or getattr(args, key) == parser.get_default(key):
                 setattr(args, key, value)
+        args.eval_steps = min(args.eval_steps, TINY_EVAL_STEPS)
         if os.environ.get("TRAIN_TINY_STEPS"):
             args.steps = int(os.environ["TRAIN_TINY_STEPS"])
         if os.environ.get("TRAIN_TINY_ARCH") and args.arch == parser.get_default("arch"):
@@ -953,6 +957,10 @@ def capped_threads(wanted: int) -> int:
 
 
 def main(argv=None) -> int:
+    # each line in one write (PYTHONUNBUFFERED makes print() write its newline apart, and the
+    # lines of workers that share a pipe then run into one another)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True, write_through=False)
     check_versions()
     args = parse_args(argv)
     args.intra_threads = capped_threads(args.intra_threads)
