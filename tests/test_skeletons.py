@@ -33,6 +33,11 @@ KERAS = ROOT / "examples" / "skeletons" / "keras_skeleton.py"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")  # the environment's own
 TIMEOUT = 240
 STOP_AFTER = 200  # the signal goes out once rank 0 has logged this step (a line every 100)
+# Both skeletons learn y = the sum of 32 standard normals: variance 32, so a model that has not
+# learned it has a loss near 32. From step 100 on the loss of one batch is a few hundredths, and
+# it moves up and down from batch to batch (0.042, 0.023, 0.043 in one run): "it falls" is
+# asserted against what an untrained model scores, not between two logged batches.
+LEARNED = 1.0
 LAUNCH_VARS = ("SLURM_", "OMPI_", "PMI", "TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_")
 NO_TORCH = importlib.util.find_spec("torch") is None
 NO_TF = importlib.util.find_spec("tensorflow") is None
@@ -163,10 +168,9 @@ def test_ddp_sigusr1_to_one_rank_stops_both_at_one_step_with_a_checkpoint(ddp_st
     assert not records(outs[1][0], "preempted") and not records(outs[1][0], "summary")
     (summary,) = records(outs[0][0], "summary")
     assert summary.fields["ranks"] == 2 and summary.fields["steps"] == at
-    # the loss of each rank's own batches is finite and falls
+    # the loss of each rank's own batches is finite and far below an untrained model's
     for out, _ in outs:
-        assert all(math.isfinite(v) for v in losses(out))
-        assert losses(out)[-1] < losses(out)[0], losses(out)
+        assert all(math.isfinite(v) and v < LEARNED for v in losses(out)), losses(out)
     assert sorted(p.name for p in (cwd / "ck").iterdir()) == ["model.pt"]  # no temporary file
 
 
@@ -194,8 +198,8 @@ def test_ddp_resumes_under_torchrun_at_the_step_it_stopped(ddp_stopped):
     (summary,) = records(r.stdout, "summary")
     assert summary.fields["ranks"] == 2 and summary.fields["steps"] == until
     assert all(math.isfinite(t.fields["loss"]) for t in train)
-    # trained on from the checkpoint, not from scratch: lower than the first run's first loss
-    assert max(t.fields["loss"] for t in train) < losses(outs[0][0])[0]
+    # trained on from the checkpoint, not from scratch (a fresh model's loss is near 32)
+    assert max(t.fields["loss"] for t in train) < LEARNED
 
 
 @needs_torch
@@ -247,10 +251,9 @@ def test_keras_two_workers_train_one_model_and_stop_together(keras_stopped):
         assert {(t.fields["rank"], t.fields["world"]) for t in train} == {(rank, 2)}
         assert [t.fields["step"] for t in train] == [*range(100, at, 100), at]
         assert "Traceback" not in err
-    # one model: both workers report the same loss, summed over the replicas; it falls
+    # one model: both workers report the same loss, summed over the replicas; it has learned
     assert losses(outs[0][0]) == losses(outs[1][0])
-    assert all(math.isfinite(v) for v in losses(outs[0][0]))
-    assert losses(outs[0][0])[-1] < losses(outs[0][0])[0], losses(outs[0][0])
+    assert all(math.isfinite(v) and v < LEARNED for v in losses(outs[0][0])), losses(outs[0][0])
     (summary,) = records(outs[0][0], "summary")
     assert summary.fields["ranks"] == 2 and summary.fields["steps"] == at
     assert not records(outs[1][0], "summary")
@@ -283,7 +286,7 @@ def test_keras_resumes_at_the_step_it_stopped(keras_stopped):
     assert resumed.fields["step"] == at
     (train,) = records(r.stdout, "train")
     assert (train.fields["rank"], train.fields["world"], train.fields["step"]) == (0, 1, until)
-    assert math.isfinite(train.fields["loss"]) and train.fields["loss"] < losses(outs[0][0])[0]
+    assert math.isfinite(train.fields["loss"]) and train.fields["loss"] < LEARNED  # not afresh
     (summary,) = records(r.stdout, "summary")
     assert summary.fields["ranks"] == 1 and summary.fields["steps"] == until
     assert (cwd / "ck" / f"ckpt-{until}.index").is_file()
