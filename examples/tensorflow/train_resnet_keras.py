@@ -77,9 +77,36 @@ RECORD_INDEX = "index.json"
 CONVERTER = "examples/data/make_tfrecords.py"
 
 
+# Not a keras.applications model: two convolutions and a classifier, for checking a job's
+# launch, data and checkpoints in seconds (it learns little). Its dropout layer keeps the
+# checkpointed random state of the larger models.
+SMOKE_MODEL = "TinyCNN"
+
+
 def keras_models() -> list[str]:
     apps = tf.keras.applications
-    return sorted(n for n in dir(apps) if n[:1].isupper() and callable(getattr(apps, n)))
+    names = [n for n in dir(apps) if n[:1].isupper() and callable(getattr(apps, n))]
+    return [*sorted(names), SMOKE_MODEL]
+
+
+def tiny_cnn(weights, input_shape, classes, classifier_activation):
+    """SMOKE_MODEL, called as a keras.applications model is (weights=None only)."""
+    layers = tf.keras.layers
+    return tf.keras.Sequential(
+        [
+            layers.Input(shape=input_shape),
+            layers.Conv2D(16, 3, strides=2, use_bias=False),
+            layers.BatchNormalization(),
+            layers.ReLU(),
+            layers.Conv2D(32, 3, strides=2, use_bias=False),
+            layers.BatchNormalization(),
+            layers.ReLU(),
+            layers.GlobalAveragePooling2D(),
+            layers.Dropout(0.1),
+            layers.Dense(classes, activation=classifier_activation),
+        ],
+        name=SMOKE_MODEL,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="ResNet50",
         choices=keras_models(),
         metavar="NAME",
-        help="a keras.applications model (ResNet50, ResNet101, MobileNetV2, EfficientNetB0, ...)",
+        help="a keras.applications model (ResNet50, ResNet101, MobileNetV2, EfficientNetB0, "
+        f"...), or {SMOKE_MODEL}: two convolutions, to check a job's launch, data and "
+        "checkpoints in seconds",
     )
     p.add_argument(
         "--data-dir",
@@ -1005,7 +1034,8 @@ def main(argv=None) -> int:
     classes = args.num_classes
 
     with strategy.scope():
-        model = getattr(tf.keras.applications, args.arch)(
+        build = tiny_cnn if args.arch == SMOKE_MODEL else getattr(tf.keras.applications, args.arch)
+        model = build(
             weights=None,
             input_shape=(args.image_size, args.image_size, 3),
             classes=classes,
