@@ -75,7 +75,19 @@ SKELETON_STEPS = "200"  # two log lines a rank, at steps 100 and 200
 JOB_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
 # Scripts that start a trainer but do not run here, and why.
+# One-node scripts whose every line but their `module load` and `export` lines is in the
+# two-node script of the same site (test_same_launch_twins_differ_only_in_modules_and_exports):
+# the same launch of the same trainer, which the two-node run starts on two emulated nodes.
+SAME_LAUNCH = {
+    "frontier/pytorch-ddp-1node.sbatch": "frontier/pytorch-ddp-multinode.sbatch",
+    "isambard-ai/pytorch-ddp-1node.sbatch": "isambard-ai/pytorch-ddp-multinode.sbatch",
+    "perlmutter/pytorch-ddp-1node.sbatch": "perlmutter/pytorch-ddp-multinode.sbatch",
+}
 NOT_RUN = {
+    **{
+        one: f"the launch of {two}, which runs, on one node; left out for the tests' time"
+        for one, two in SAME_LAUNCH.items()
+    },
     "bede/pytorch-ddp-1node.sbatch": "runs in tests/test_examples_bede.py, with its requeue test",
     # One TensorFlow worker per node, the cluster read from srun's variables: the launch of
     # isambard-ai/tensorflow-multinode.sbatch, which runs. Both ran to the end here once each
@@ -322,6 +334,27 @@ def test_every_slurm_site_has_examples_that_run():
 def test_not_run_names_existing_scripts():
     runnable = {rel for _, rel, _ in runnable_scripts()}
     assert set(NOT_RUN) <= runnable and MEASURED <= runnable - set(NOT_RUN)
+
+
+def launch_lines(script: str) -> list[str]:
+    """The script's lines, continuations joined, less comments, blank lines, the lines that
+    load modules or export variables, and the `if ...; then` ... `fi` that held only those."""
+    text = re.sub(r"\\\n\s*", " ", (EX / script).read_text(encoding="utf-8"))
+    lines = [line.split("  #")[0].strip() for line in text.splitlines()]
+    skipped = ("#", "module ", "export ")
+    kept: list[str] = []
+    for line in lines:
+        if line == "fi" and kept and re.fullmatch(r"if .*; then", kept[-1]):
+            kept.pop()  # an `if` left empty
+        elif line and not line.startswith(skipped):
+            kept.append(line)
+    return kept
+
+
+def test_same_launch_twins_differ_only_in_modules_and_exports():
+    for one, two in SAME_LAUNCH.items():
+        assert launch_lines(one) == launch_lines(two), (one, two)
+        assert two not in NOT_RUN
 
 
 def test_each_trainer_runs_its_default_model_in_some_script():
