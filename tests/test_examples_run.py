@@ -76,8 +76,10 @@ JOB_SUFFIXES = {".sbatch", ".slurm", ".sh"}
 
 # Scripts that start a trainer but do not run here, and why.
 # One-node scripts whose every line but their `module load` and `export` lines is in the
-# two-node script of the same site (test_same_launch_twins_differ_only_in_modules_and_exports):
-# the same launch of the same trainer, which the two-node run starts on two emulated nodes.
+# two-node script of the same site, and whose #SBATCH options differ from its only in the
+# nodes, the time limit, the warning signal and the network
+# (test_same_launch_twins_differ_only_in_modules_and_exports): the same launch of the same
+# trainer, which the two-node run starts on two emulated nodes.
 SAME_LAUNCH = {
     "frontier/pytorch-ddp-1node.sbatch": "frontier/pytorch-ddp-multinode.sbatch",
     "isambard-ai/pytorch-ddp-1node.sbatch": "isambard-ai/pytorch-ddp-multinode.sbatch",
@@ -351,9 +353,27 @@ def launch_lines(script: str) -> list[str]:
     return kept
 
 
+SHORT_OPTIONS = {"-N": "--nodes", "-t": "--time", "-n": "--ntasks", "-c": "--cpus-per-task"}
+TWIN_MAY_CHANGE = {"--nodes", "--time", "--signal", "--network"}
+
+
+def directives(script: str) -> dict[str, str]:
+    """The script's #SBATCH options, by long name."""
+    found = {}
+    for line in (EX / script).read_text(encoding="utf-8").splitlines():
+        if line.startswith("#SBATCH "):
+            option, _, value = line.split("  #")[0][8:].strip().replace("=", " ", 1).partition(" ")
+            found[SHORT_OPTIONS.get(option, option)] = value.strip()
+    return found
+
+
 def test_same_launch_twins_differ_only_in_modules_and_exports():
     for one, two in SAME_LAUNCH.items():
         assert launch_lines(one) == launch_lines(two), (one, two)
+        options = [
+            {k: v for k, v in directives(s).items() if k not in TWIN_MAY_CHANGE} for s in (one, two)
+        ]
+        assert options[0] == options[1] and directives(one)["--nodes"] == "1", (one, options)
         assert two not in NOT_RUN
 
 

@@ -202,7 +202,9 @@ def _job_scripts() -> list[Path]:
     return [
         p
         for p in (ROOT / "examples").glob("*/*")
-        if p.parent.name in names and re.search(r"^#(SBATCH|BSUB)", p.read_text(), re.M)
+        if p.parent.name in names
+        and p.is_file()
+        and re.search(r"^#(SBATCH|BSUB)", p.read_text(), re.M)
     ]
 
 

@@ -1,0 +1,98 @@
+"""clusterkit/runs/import_gc.py: the frameworks' first imports with the garbage collector
+paused, in the processes of the tests session, and nothing else changed."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterkit.runs import import_gc
+
+ROOT = Path(__file__).resolve().parent.parent
+# A stand-in named like a framework, on PYTHONPATH ahead of the real one: it says whether the
+# collector ran while it was imported. The program then says whether it runs afterwards.
+FAKE = "import gc\nprint('importing, collector on:', gc.isenabled())\n"
+PROGRAM = (
+    "import gc, sys\n"
+    "{before}"
+    "import webdataset.sub\n"
+    "print('after, collector on:', gc.isenabled())\n"
+    "print('hooked:', getattr(__import__, '_pauses_gc', False))\n"
+)
+
+
+def run_with_hook(tmp_path: Path, value: str | None, before: str = "") -> list[str]:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    import_gc.install_hook(site)
+    fake = tmp_path / "fake" / "webdataset"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "__init__.py").write_text(FAKE)
+    (fake / "sub.py").write_text("import gc\nprint('submodule, collector on:', gc.isenabled())\n")
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM.format(before=before))
+    env = {k: v for k, v in os.environ.items() if k != import_gc.ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fake"), str(ROOT)])
+    if value is not None:
+        env[import_gc.ENV] = value
+    # site.addsitedir reads the .pth line as the interpreter does at start-up, then the program
+    wrapper = (
+        f"import runpy, site; site.addsitedir({str(site)!r}); "
+        f"runpy.run_path({str(program)!r}, run_name='__main__')"
+    )
+    r = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def test_a_framework_is_imported_with_the_collector_off_and_it_is_on_again_after(tmp_path):
+    assert "webdataset" in import_gc.FRAMEWORKS
+    assert run_with_hook(tmp_path, "paused") == [
+        "importing, collector on: False",
+        "submodule, collector on: False",
+        "after, collector on: True",
+        "hooked: True",
+    ]
+
+
+@pytest.mark.parametrize("value", [None, "", "on"])
+def test_without_the_setting_nothing_changes(tmp_path, value):
+    assert run_with_hook(tmp_path, value) == [
+        "importing, collector on: True",
+        "submodule, collector on: True",
+        "after, collector on: True",
+        "hooked: False",
+    ]
+
+
+def test_a_program_that_turned_the_collector_off_keeps_it_off(tmp_path):
+    out = run_with_hook(tmp_path, "paused", before="gc.disable()\n")
+    assert out[:3] == [
+        "importing, collector on: False",
+        "submodule, collector on: False",
+        "after, collector on: False",
+    ]
+
+
+def test_an_import_that_fails_turns_the_collector_back_on(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    seen = []
+
+    def failing():
+        seen.append(gc.isenabled())
+        raise ImportError("no torch here")
+
+    assert gc.isenabled()
+    with pytest.raises(ImportError):
+        import_gc.paused_while(failing, "torch.nn")
+    assert seen == [False] and gc.isenabled()
+    # an import of something else, or of a framework already imported, is left alone
+    import_gc.paused_while(lambda: seen.append(gc.isenabled()), "json")
+    monkeypatch.setitem(sys.modules, "torch", sys)
+    import_gc.paused_while(lambda: seen.append(gc.isenabled()), "torch.nn")
+    assert seen == [False, True, True]
