@@ -15,14 +15,15 @@ from clusterkit.runs import import_gc
 
 ROOT = Path(__file__).resolve().parent.parent
 # A stand-in named like a framework, on PYTHONPATH ahead of the real one: it says whether the
-# collector ran while it was imported. The program then says whether it runs afterwards.
-FAKE = "import gc\nprint('importing, collector on:', gc.isenabled())\n"
+# collector ran while it and the submodule it imports (as a framework's package does) were
+# imported. The program then says whether it runs afterwards.
+FAKE = "import gc\nprint('importing, collector on:', gc.isenabled())\nfrom . import sub\n"
 PROGRAM = (
     "import gc, sys\n"
     "{before}"
-    "import webdataset.sub\n"
+    "import webdataset\n"
     "print('after, collector on:', gc.isenabled())\n"
-    "print('hooked:', getattr(__import__, '_pauses_gc', False))\n"
+    "print('hooked:', any(type(f).__name__ == 'PausingFinder' for f in sys.meta_path))\n"
 )
 
 
@@ -79,8 +80,7 @@ def test_a_program_that_turned_the_collector_off_keeps_it_off(tmp_path):
     ]
 
 
-def test_an_import_that_fails_turns_the_collector_back_on(monkeypatch):
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
+def test_an_import_that_fails_turns_the_collector_back_on():
     seen = []
 
     def failing():
@@ -89,10 +89,15 @@ def test_an_import_that_fails_turns_the_collector_back_on(monkeypatch):
 
     assert gc.isenabled()
     with pytest.raises(ImportError):
-        import_gc.paused_while(failing, "torch.nn")
+        import_gc.paused(failing)
     assert seen == [False] and gc.isenabled()
-    # an import of something else, or of a framework already imported, is left alone
-    import_gc.paused_while(lambda: seen.append(gc.isenabled()), "json")
+
+
+def test_only_a_framework_not_imported_yet_goes_through_the_finder(monkeypatch):
+    finder = import_gc.PausingFinder()
+    assert finder.find_spec("json") is None  # not a framework
     monkeypatch.setitem(sys.modules, "torch", sys)
-    import_gc.paused_while(lambda: seen.append(gc.isenabled()), "torch.nn")
-    assert seen == [False, True, True]
+    assert finder.find_spec("torch") is None  # imported already
+    monkeypatch.delitem(sys.modules, "webdataset", raising=False)
+    spec = finder.find_spec("webdataset")  # installed here: its own spec, with the pause
+    assert spec is not None and spec.name == "webdataset" and spec.origin.endswith(".py")

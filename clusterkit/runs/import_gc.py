@@ -16,7 +16,6 @@ imported here: the hook runs in every process of the environment.
 
 from __future__ import annotations
 
-import builtins
 import gc
 import sys
 from pathlib import Path
@@ -34,10 +33,9 @@ FRAMEWORKS = frozenset(
 )
 
 
-def paused_while(do, name: str):
-    """``do()``, with the collector off if ``name`` is a framework not imported yet."""
-    first = name.partition(".")[0] in FRAMEWORKS and name.partition(".")[0] not in sys.modules
-    if not (first and gc.isenabled()):
+def paused(do):
+    """``do()`` with the collector off, and on again after, if it was on."""
+    if not gc.isenabled():
         return do()
     gc.disable()
     try:
@@ -46,21 +44,37 @@ def paused_while(do, name: str):
         gc.enable()
 
 
+class PausingFinder:
+    """First on ``sys.meta_path``: for a framework's top-level package, the spec that the
+    finders after it give, its loader's ``exec_module`` (the whole import of the package and of
+    what it imports) run by :func:`paused`. Nothing else passes through it: the frames
+    between a module and the import it asks for stay those of importlib (code that inspects
+    them, such as a probe that stubs the imports the standard library makes, sees no change)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in FRAMEWORKS or name in sys.modules:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+        # on this loader only (a file loader is made for each module it loads)
+        loader.exec_module = lambda module: paused(lambda: original(module))
+        return spec
+
+
 def install() -> None:
-    """Wrap ``builtins.__import__`` (once per process) so that :func:`paused_while` runs each
-    absolute import."""
-    original = builtins.__import__
-    if getattr(original, "_pauses_gc", False):
-        return
-
-    def importing(name, globals=None, locals=None, fromlist=(), level=0):
-        def do():
-            return original(name, globals, locals, fromlist, level)
-
-        return do() if level else paused_while(do, name)
-
-    importing._pauses_gc = True
-    builtins.__import__ = importing
+    """Put a :class:`PausingFinder` first on ``sys.meta_path`` (once per process)."""
+    if not any(isinstance(f, PausingFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, PausingFinder())
 
 
 def install_hook(site_dir: Path) -> Path:
