@@ -10,8 +10,9 @@ the ``.pth`` line that :func:`install_hook` writes into the environment's site-p
 calls :func:`install` at each start of the interpreter. From then on the first import of each
 of :data:`FRAMEWORKS` runs with the collector off, and the collector is on again, as it was,
 when that import returns. Nothing else changes: the programs' own code, and everything after
-their imports, runs with the collector as it runs for a user. Only the standard library is
-imported here: the hook runs in every process of the environment.
+their imports, runs with the collector as it runs for a user. Only the standard library (and
+:mod:`clusterkit.runs.lines_hook`, which imports no more) is imported here: the hook runs in
+every process of the environment.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import gc
 import sys
 from pathlib import Path
 
+from clusterkit.runs import lines_hook
+
 ENV = "CLUSTERKIT_IMPORT_GC"
 PAUSED = "paused"
 PTH_NAME = "clusterkit_import_gc.pth"
@@ -27,10 +30,9 @@ PTH_LINE = (
     f"import os; os.environ.get({ENV!r}) == {PAUSED!r} and "
     "__import__('clusterkit.runs.import_gc').runs.import_gc.install()\n"
 )
-FRAMEWORKS = frozenset(
-    {"accelerate", "datasets", "keras", "peft", "tensorflow", "torch", "torchvision"}
-    | {"transformers", "webdataset"}
-)
+# the frameworks whose imports a measured process makes before its measurement starts, less
+# NumPy (quick to import, and imported by much else)
+FRAMEWORKS = lines_hook.FRAMEWORKS - {"numpy"}
 
 
 def paused(do):
