@@ -286,12 +286,13 @@ def lint_lines(
         stripped = raw.strip()
         if kind == "python" and stripped.startswith("#"):
             continue
+        cmds = None  # the line's shell commands, split once, when an entry asks for them
         for entry in entries:
             what = match_line(entry, raw)
             if kind == "prose" and what is not None and len(what.split()) < 2:
                 continue  # a tool's name in a sentence is talk about it, not a command
             if what is None and entry.commands and kind == "text":
-                cmds = P.logical_commands([(n, raw)])
+                cmds = P.logical_commands([(n, raw)]) if cmds is None else cmds
                 what = next((w for c in cmds for _, w in match_shell(entry, c)), None)
             if what is not None and not (covered and covered(entry, n)):
                 out.append(Finding(path, n, entry.rule, entry.message(_short(what))))

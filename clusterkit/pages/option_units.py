@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from clusterkit.grammars import myst as P
@@ -69,12 +70,13 @@ def units_in(text: str) -> set[str]:
     return {name for name, pat in UNITS.items() if pat.search(text)}
 
 
-def allowed_units(help_text: str) -> set[str]:
+@cache
+def allowed_units(help_text: str) -> frozenset[str]:
     """The units the help states, widened by :data:`EQUIVALENT`; empty when it states none."""
     out: set[str] = set()
     for unit in units_in(help_text):
         out |= EQUIVALENT.get(unit, {unit})
-    return out
+    return frozenset(out)
 
 
 def sentences(lines: list[tuple[int, str]]) -> list[Claim]:
@@ -200,17 +202,19 @@ def _page_trainers(page: P.Page, root: Path) -> tuple[list[Path], bool]:
 def check_page(page: P.Page, root: Path = ROOT) -> list[Finding]:
     trainers, by_flag = _page_trainers(page, root)
     claims = sentences(_prose_lines(page))
+    # each flag's options; a flag with one whose help states no unit is never wrong
+    judged: dict[str, list[H.Option]] = {}
+    for trainer in trainers:
+        for flag, option in H.options(trainer).items():
+            if flag.startswith("--"):
+                judged.setdefault(flag, []).append(option)
+    judged = {f: opts for f, opts in judged.items() if all(allowed_units(o.help) for o in opts)}
     out = []
     for claim in claims:
-        verdicts = []
-        for trainer in trainers:
-            for flag, option in H.options(trainer).items():
-                if flag.startswith("--"):
-                    verdicts.append((flag, judge(page.path, claim, option, by_flag)))
         # a flag both trainers have is wrong only if it is wrong for every one that has it
-        for flag in {f for f, _ in verdicts}:
-            found = [v for f, v in verdicts if f == flag]
-            if found and all(found):
+        for options in judged.values():
+            found = [judge(page.path, claim, option, by_flag) for option in options]
+            if all(found):
                 out.append(found[0])
     return _unique(out)
 
