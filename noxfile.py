@@ -152,6 +152,16 @@ def checkout_bytecode(session: nox.Session, env: dict[str, str]) -> None:
     run_ml(session, env, "python", "-m", "compileall", "-q", "-j", "0", "clusterkit", "examples")
 
 
+# The test processes share two cores, and a PyTorch process computes with one OpenMP thread
+# per core: while the other core is busy, GNU OpenMP's threads spin as they wait for each
+# other. docs/howto/profiling.md's ResNet-50 profile, run beside a process busy on both
+# cores: 51.3 s with the default wait policy, 13.4 s with OMP_WAIT_POLICY=PASSIVE, 9.5 s
+# alone (this 2-core machine, 2026-11-29, one run each). CLUSTERKIT_IMPORT_GC: the frameworks'
+# imports with the garbage collector paused, about 0.7 CPU-s less for each process that
+# imports one (clusterkit/runs/import_gc.py).
+SHARED_CORES = {"CLUSTERKIT_IMPORT_GC": "paused", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def job_scripts() -> list[str]:
     exts = {".sbatch", ".slurm", ".lsf", ".sh"}
     return sorted(str(p) for p in (ROOT / "examples").rglob("*") if p.suffix in exts)
@@ -196,8 +206,7 @@ def tests(session: nox.Session) -> None:
     cov.unlink(missing_ok=True)
     lines = BUILD / "coverage" / "lines"
     run_ml(session, env, "python", "-m", "clusterkit.runs.program_lines", "start", str(lines))
-    # the frameworks' imports with the garbage collector paused (CLUSTERKIT_IMPORT_GC below):
-    # about 0.7 CPU-s less for each process that imports one (clusterkit/runs/import_gc.py)
+    # the start-up line that reads CLUSTERKIT_IMPORT_GC (SHARED_CORES)
     run_ml(session, env, "python", "-m", "clusterkit.runs.import_gc")
     # the run must leave the checkout as it found it (generated pages go under _build/)
     tree = BUILD / "tree-before-tests.json"
@@ -227,7 +236,7 @@ def tests(session: nox.Session) -> None:
             "CLUSTERKIT_REQUIRE_REFRAME": "1",
             "CLUSTERKIT_REQUIRE_MPIRUN": "1",
             "CLUSTERKIT_LINES": str(lines / "coveragerc"),
-            "CLUSTERKIT_IMPORT_GC": "paused",
+            **SHARED_CORES,
         },
     )
     if not session.posargs:  # a partial run cannot judge the coverage of every page
@@ -385,7 +394,9 @@ def stacks(session: nox.Session) -> None:
     and rebuilt only when the list changes; two stacks are tested at a time (``-- --jobs N``).
     ``-- --only site/name`` checks one stack."""
     session.install("-e", ".", pinned_requirement("uv"))  # uv builds the environments
-    session.run("python", "-m", "clusterkit.runs.stack_ci", *session.posargs)
+    # as in the tests session: the frameworks' imports with the collector paused, and OpenMP
+    # threads that sleep rather than spin while they wait (see tests below)
+    session.run("python", "-m", "clusterkit.runs.stack_ci", *session.posargs, env=SHARED_CORES)
 
 
 @nox.session

@@ -27,7 +27,9 @@ PROGRAM = (
 )
 
 
-def run_with_hook(tmp_path: Path, value: str | None, before: str = "") -> list[str]:
+def run_with_hook(
+    tmp_path: Path, value: str | None, before: str = "", checkout: bool = True
+) -> list[str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     import_gc.install_hook(site)
@@ -38,16 +40,24 @@ def run_with_hook(tmp_path: Path, value: str | None, before: str = "") -> list[s
     program = tmp_path / "prog.py"
     program.write_text(PROGRAM.format(before=before))
     env = {k: v for k, v in os.environ.items() if k != import_gc.ENV}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fake"), str(ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fake"), *([str(ROOT)] * checkout)])
     if value is not None:
         env[import_gc.ENV] = value
-    # site.addsitedir reads the .pth line as the interpreter does at start-up, then the program
+    # site.addsitedir reads the .pth line as the interpreter does at start-up, then the program;
+    # without the checkout, -S leaves out the site-packages where clusterkit is installed
     wrapper = (
         f"import runpy, site; site.addsitedir({str(site)!r}); "
         f"runpy.run_path({str(program)!r}, run_name='__main__')"
     )
-    r = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    flags = [] if checkout else ["-S"]
+    r = subprocess.run(
+        [sys.executable, *flags, "-c", wrapper],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and not r.stderr, r.stderr
     return r.stdout.splitlines()
 
 
@@ -64,6 +74,17 @@ def test_a_framework_is_imported_with_the_collector_off_and_it_is_on_again_after
 @pytest.mark.parametrize("value", [None, "", "on"])
 def test_without_the_setting_nothing_changes(tmp_path, value):
     assert run_with_hook(tmp_path, value) == [
+        "importing, collector on: True",
+        "submodule, collector on: True",
+        "after, collector on: True",
+        "hooked: False",
+    ]
+
+
+def test_where_clusterkit_cannot_be_imported_the_line_does_nothing(tmp_path):
+    """As in a process of a software stack's environment (nox -s stacks) that a test starts
+    without the checkout on its path: no error at start-up, nothing paused."""
+    assert run_with_hook(tmp_path, "paused", checkout=False) == [
         "importing, collector on: True",
         "submodule, collector on: True",
         "after, collector on: True",

@@ -356,6 +356,18 @@ def test_a_run_past_its_time_is_stopped_and_its_cpu_time_counted(tmp_path):
     assert time.monotonic() - began < 10
 
 
+def test_a_stack_environment_gets_the_import_gc_start_up_line(tmp_path):
+    """nox -s stacks sets CLUSTERKIT_IMPORT_GC=paused; the line that reads it is written into
+    each environment's site-packages before its tests run."""
+    from clusterkit.runs import import_gc
+
+    env = stack_ci.Environment.for_route(S.ci_route(stack_lacking("gc", [])), tmp_path)
+    site = env.path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    env.hook_imports()
+    assert (site / import_gc.PTH_NAME).read_text() == import_gc.PTH_LINE
+
+
 def test_the_stacks_of_a_site_out_of_service_are_a_record_not_tested():
     stacks = S.all_stacks()
     ended = stack_ci.route_for(stacks["archer2/pytorch-2.9.1-gpu"], None)

@@ -26,8 +26,11 @@ from clusterkit.runs import lines_hook
 ENV = "CLUSTERKIT_IMPORT_GC"
 PAUSED = "paused"
 PTH_NAME = "clusterkit_import_gc.pth"
+# (where clusterkit cannot be imported, as in a test's process that a software stack's
+# environment runs without the checkout on its path, the line does nothing)
 PTH_LINE = (
     f"import os; os.environ.get({ENV!r}) == {PAUSED!r} and "
+    "__import__('importlib.util').util.find_spec('clusterkit') is not None and "
     "__import__('clusterkit.runs.import_gc').runs.import_gc.install()\n"
 )
 # the frameworks whose imports a measured process makes before its measurement starts, less

@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit.runs import stack_pages
+from clusterkit.runs import import_gc, stack_pages
 from clusterkit.sites import stacks as S
 from clusterkit.sites.profiles import ROOT, ProfileError, Stack, load_site
 
@@ -129,6 +129,13 @@ class Environment:
                 return "\n".join(lines[-6:])
         (self.path / STAMP).write_text("\n".join(self.packages))
         return ""
+
+    def hook_imports(self) -> None:
+        """The start-up line of :mod:`clusterkit.runs.import_gc` in the environment's
+        site-packages: the frameworks' imports of its test processes run with the collector
+        paused where ``CLUSTERKIT_IMPORT_GC=paused`` (as ``nox -s stacks`` sets it)."""
+        for site_dir in self.path.glob("lib/python3*/site-packages"):
+            import_gc.install_hook(site_dir)
 
     def describe(self) -> dict[str, str]:
         """The interpreter's version and the versions of the frameworks installed."""
@@ -449,6 +456,7 @@ def check_stack(
             return report
         how = "for another stack of this run" if built_by_another else f"in {took:.0f} s"
         report.say("environment", f"{_rel(env.path)} (built {how})")
+    env.hook_imports()
     versions = env.describe()
     python = versions.pop("python", "?")
     if stack.python is None:
