@@ -156,9 +156,10 @@ def checkout_bytecode(session: nox.Session, env: dict[str, str]) -> None:
 # per core: while the other core is busy, GNU OpenMP's threads spin as they wait for each
 # other. docs/howto/profiling.md's ResNet-50 profile, run beside a process busy on both
 # cores: 51.3 s with the default wait policy, 13.4 s with OMP_WAIT_POLICY=PASSIVE, 9.5 s
-# alone (this 2-core machine, 2026-11-29, one run each). CLUSTERKIT_IMPORT_GC: the frameworks'
-# imports with the garbage collector paused, about 0.7 CPU-s less for each process that
-# imports one (clusterkit/runs/import_gc.py).
+# alone (this 2-core machine, 2026-11-29, one run each; in a whole fresh-clone run the same
+# block still took 44.8 s, beside whatever the other worker ran). CLUSTERKIT_IMPORT_GC: the
+# frameworks' imports with the garbage collector paused, about 0.7 CPU-s less for each process
+# that imports one (clusterkit/runs/import_gc.py).
 SHARED_CORES = {"CLUSTERKIT_IMPORT_GC": "paused", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
@@ -395,7 +396,7 @@ def stacks(session: nox.Session) -> None:
     ``-- --only site/name`` checks one stack."""
     session.install("-e", ".", pinned_requirement("uv"))  # uv builds the environments
     # as in the tests session: the frameworks' imports with the collector paused, and OpenMP
-    # threads that sleep rather than spin while they wait (see tests below)
+    # threads that sleep rather than spin while they wait (SHARED_CORES)
     session.run("python", "-m", "clusterkit.runs.stack_ci", *session.posargs, env=SHARED_CORES)
 
 
