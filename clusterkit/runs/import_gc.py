@@ -85,10 +85,7 @@ def install() -> None:
 def install_hook(site_dir: Path) -> Path:
     """Write the start-up line into ``site_dir`` (a site-packages folder); it does nothing in
     a process without ``CLUSTERKIT_IMPORT_GC=paused``."""
-    path = Path(site_dir) / PTH_NAME
-    if not path.is_file() or path.read_text(encoding="utf-8") != PTH_LINE:
-        path.write_text(PTH_LINE, encoding="utf-8")
-    return path
+    return lines_hook.write_start_up_line(site_dir, PTH_NAME, PTH_LINE)
 
 
 def main(argv: list[str] | None = None) -> int:

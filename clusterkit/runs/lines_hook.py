@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 ENV = "CLUSTERKIT_LINES"
 PTH_NAME = "clusterkit_lines.pth"
@@ -38,6 +39,16 @@ PTH_LINE = (
     "import os; os.environ.get('CLUSTERKIT_LINES') and "
     "__import__('clusterkit.runs.lines_hook').runs.lines_hook.start()\n"
 )
+
+
+def write_start_up_line(site_dir: Path, name: str, line: str) -> Path:
+    """``site_dir/name`` (a ``.pth`` file of a site-packages folder) holding ``line``, written
+    only where it holds something else (this hook's and :mod:`clusterkit.runs.import_gc`'s)."""
+    path = Path(site_dir) / name
+    if not path.is_file() or path.read_text(encoding="utf-8") != line:
+        path.write_text(line, encoding="utf-8")
+    return path
+
 
 _in_process = None  # the Coverage object of measured(), made once per process
 _depth = 0

@@ -77,10 +77,7 @@ def install_hook(site_dir: Path) -> Path:
     site-packages folder); it does nothing in a process without ``CLUSTERKIT_LINES``."""
     from clusterkit.runs import lines_hook
 
-    path = Path(site_dir) / lines_hook.PTH_NAME
-    if not path.is_file() or path.read_text(encoding="utf-8") != lines_hook.PTH_LINE:
-        path.write_text(lines_hook.PTH_LINE, encoding="utf-8")
-    return path
+    return lines_hook.write_start_up_line(site_dir, lines_hook.PTH_NAME, lines_hook.PTH_LINE)
 
 
 @dataclass
