@@ -48,6 +48,7 @@ from pathlib import Path
 import own_network
 import pytest
 
+from clusterkit.emulate import slurm_options
 from clusterkit.runs import lines_hook, node_network, trainlog
 from clusterkit.runs.programs import copy_program
 from clusterkit.sites.errors import ProfileError
@@ -353,18 +354,14 @@ def launch_lines(script: str) -> list[str]:
     return kept
 
 
-SHORT_OPTIONS = {"-N": "--nodes", "-t": "--time", "-n": "--ntasks", "-c": "--cpus-per-task"}
-TWIN_MAY_CHANGE = {"--nodes", "--time", "--signal", "--network"}
+TWIN_MAY_CHANGE = {"nodes", "time", "signal", "network"}
 
 
-def directives(script: str) -> dict[str, str]:
-    """The script's #SBATCH options, by long name."""
-    found = {}
-    for line in (EX / script).read_text(encoding="utf-8").splitlines():
-        if line.startswith("#SBATCH "):
-            option, _, value = line.split("  #")[0][8:].strip().replace("=", " ", 1).partition(" ")
-            found[SHORT_OPTIONS.get(option, option)] = value.strip()
-    return found
+def directives(script: str) -> dict[str, list]:
+    """The script's #SBATCH options as sbatch reads them, by option name."""
+    text = (EX / script).read_text(encoding="utf-8")
+    words = [w for d in slurm_options.read_directives(text).read for w in d.words]
+    return slurm_options.parse("sbatch", words)
 
 
 def test_same_launch_twins_differ_only_in_modules_and_exports():
@@ -373,7 +370,7 @@ def test_same_launch_twins_differ_only_in_modules_and_exports():
         options = [
             {k: v for k, v in directives(s).items() if k not in TWIN_MAY_CHANGE} for s in (one, two)
         ]
-        assert options[0] == options[1] and directives(one)["--nodes"] == "1", (one, options)
+        assert options[0] == options[1] and directives(one)["nodes"] == ["1"], (one, options)
         assert two not in NOT_RUN
 
 
